@@ -1,0 +1,35 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "corpus"
+
+
+@pytest.fixture(scope="session")
+def rules():
+    from triage.kb import load_rules
+
+    return load_rules(ROOT / "rules", use_cache=False)
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run `python -m triage ...` as a user would; returns CompletedProcess."""
+
+    def run(*args, stdin: bytes | None = None, env: dict | None = None):
+        full_env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), NO_COLOR="1")
+        full_env.update(env or {})
+        return subprocess.run(
+            [sys.executable, "-m", "triage", *map(str, args)],
+            input=stdin, capture_output=True, cwd=ROOT, env=full_env, timeout=120,
+        )
+
+    return run
+
+
+def corpus_log(name: str) -> str:
+    return (CORPUS / name).read_text(encoding="utf-8", errors="replace")

@@ -1,0 +1,172 @@
+"""A malformed rule fails loading with its file, line and a remedy."""
+
+import shutil
+import textwrap
+
+import pytest
+
+from triage.errors import BadRules
+from triage.kb import load_rules
+from tests.conftest import ROOT
+
+
+def _rules_dir(tmp_path, files: dict[str, str]):
+    directory = tmp_path / "rules"
+    directory.mkdir()
+    shutil.copy(ROOT / "rules" / "schema.json", directory / "schema.json")
+    for name, text in files.items():
+        (directory / name).write_text(textwrap.dedent(text))
+    return directory
+
+
+def _valid_rule(rule_id="DS-T001", **over) -> str:
+    base = f"""\
+        id: {rule_id}
+        title: A test rule about a bare assertion
+        status: experimental
+        category: zero_stage_mismatch
+        summary: The checkpoint was saved with another ZeRO stage.
+        cause: |
+          A test cause, long enough to pass the schema's minimum length for causes.
+        signature:
+          patterns:
+            - exception: AssertionError
+              frame: {{file: runtime/state_dict_factory.py, function: check_ckpt_list}}
+        verify:
+          - command: ls -la {{ckpt}}/{{tag}}
+            shows: which shard files the tag holds
+        probes: [completeness]
+        fix:
+          - title: Load with the stage the checkpoint was saved with
+            safety: safe
+        prevention: [Record the ZeRO stage beside every checkpoint.]
+        references:
+          - source: deepspeed/runtime/state_dict_factory.py
+            function: SDLoaderBase.check_ckpt_list
+        false_positives: none known
+        examples:
+          - expect: match
+            log: |
+              Traceback (most recent call last):
+                File "/x/deepspeed/runtime/state_dict_factory.py", line 112, in check_ckpt_list
+                  assert len(self.ckpt_list) > 0
+              AssertionError
+          - expect: no-match
+            log: |
+              all good
+        """
+    for old, new in over.items():
+        base = base.replace(old, new)
+    return base
+
+
+def _problems(directory) -> list[str]:
+    with pytest.raises(BadRules) as info:
+        load_rules(directory, use_cache=False)
+    return info.value.problems
+
+
+def test_valid_rule_loads(tmp_path):
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": _valid_rule()})
+    rules = load_rules(directory, use_cache=False)
+    assert [r.id for r in rules.rules] == ["DS-T001"]
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    text = _valid_rule().replace("status: experimental", "status: [experimental")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    [problem] = _problems(directory)
+    assert "DS-T001-test.yaml:" in problem and "invalid YAML" in problem
+    line = int(problem.split(".yaml:")[1].split(":")[0])
+    assert 3 <= line <= 5
+
+
+def test_unknown_category_names_line_and_allowed_values(tmp_path):
+    text = _valid_rule().replace("category: zero_stage_mismatch", "category: zero_stage")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    [problem] = _problems(directory)
+    assert "DS-T001-test.yaml:4:" in problem
+    assert "zero_stage_mismatch" in problem and "Use one of" in problem
+
+
+def test_missing_field_and_misspelt_key(tmp_path):
+    text = _valid_rule().replace("false_positives: none known", "false_positive: none known")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    problems = _problems(directory)
+    assert any("lacks 'false_positives'" in p for p in problems)
+    assert any("false_positive" in p and "spelling" in p for p in problems)
+
+
+def test_bad_regex_points_at_the_pattern(tmp_path):
+    text = _valid_rule().replace("- exception: AssertionError", "- exception: Assertion(Error")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    [problem] = _problems(directory)
+    assert "DS-T001-test.yaml:10:" in problem and "bad regex" in problem
+
+
+def test_writing_verify_command_is_refused(tmp_path):
+    text = _valid_rule().replace("ls -la {ckpt}/{tag}", "rm -rf {ckpt}/{tag}")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    [problem] = _problems(directory)
+    assert "read-only" in problem and ":13:" in problem
+
+
+def test_unknown_placeholder(tmp_path):
+    text = _valid_rule().replace("{ckpt}/{tag}", "{checkpoint}")
+    [problem] = _problems(_rules_dir(tmp_path, {"DS-T001-test.yaml": text}))
+    assert "checkpoint" in problem and "placeholder" in problem
+
+
+def test_duplicate_ids_across_files(tmp_path):
+    directory = _rules_dir(tmp_path, {
+        "DS-T001-a.yaml": _valid_rule(),
+        "DS-T001-b.yaml": _valid_rule(**{"A test rule about a bare assertion": "Another title for the same id",
+                                        "exception: AssertionError": "exception: KeyError"}),
+    })
+    problems = _problems(directory)
+    assert any("same id" in p for p in problems)
+
+
+def test_duplicate_yaml_key(tmp_path):
+    text = _valid_rule().replace("status: experimental", "status: experimental\n        status: stable")
+    [problem] = _problems(_rules_dir(tmp_path, {"DS-T001-test.yaml": text}))
+    assert "duplicate key 'status'" in problem and ":4:" in problem
+
+
+def test_id_must_match_file_name(tmp_path):
+    [problem] = _problems(_rules_dir(tmp_path, {"DS-T002-test.yaml": _valid_rule()}))
+    assert "does not match the file name" in problem
+
+
+def test_examples_required_both_ways(tmp_path):
+    text = _valid_rule().replace("expect: no-match", "expect: match")
+    [problem] = _problems(_rules_dir(tmp_path, {"DS-T001-test.yaml": text}))
+    assert "no negative example" in problem
+
+
+def test_not_utf8(tmp_path):
+    directory = _rules_dir(tmp_path, {})
+    (directory / "DS-T001-test.yaml").write_bytes(b"id: DS-T001\ntitle: \xff\xfe\n")
+    [problem] = _problems(directory)
+    assert "not UTF-8" in problem
+
+
+def test_cli_lint_reports_and_exits_4(tmp_path, cli):
+    text = _valid_rule().replace("category: zero_stage_mismatch", "category: nope")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    result = cli("rules", "lint", "--rules", directory)
+    assert result.returncode == 4
+    err = result.stderr.decode()
+    assert "DS-T001-test.yaml:4:" in err and "Traceback" not in err
+
+
+def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": _valid_rule()})
+    first = load_rules(directory)
+    assert list((tmp_path / "cache" / "ds-triage").glob("rules-*.json"))
+    # A cached result must never hide a newly broken rule.
+    (directory / "DS-T001-test.yaml").write_text(textwrap.dedent(_valid_rule()).replace("status: experimental", "status: nope"))
+    with pytest.raises(BadRules):
+        load_rules(directory)
+    assert first.rules[0].id == "DS-T001"

@@ -1,0 +1,19 @@
+"""The classify pipeline: text -> incident -> ranked hypotheses -> report."""
+
+from __future__ import annotations
+
+from triage.commands import guess_checkpoint
+from triage.kb import RuleSet, load_rules
+from triage.match import rank
+from triage.parse import parse
+from triage.report import Report
+
+
+def classify(text: str, *, rules: RuleSet | None = None, truncated: bool = False,
+             decode_errors: int = 0, facts: dict | None = None) -> Report:
+    rules = rules or load_rules()
+    incident, lines = parse(text, truncated=truncated, decode_errors=decode_errors)
+    hypotheses = rank(incident, lines, rules.rules)
+    known = guess_checkpoint(incident.paths)
+    known.update({k: v for k, v in (facts or {}).items() if v})
+    return Report(incident, hypotheses, known)

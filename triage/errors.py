@@ -1,0 +1,35 @@
+"""User-facing errors and the exit codes they map to (docs/exit-codes.md)."""
+
+# Exit codes are a contract with scripts and pipelines: never renumber them.
+EXIT_FOUND = 0  # a checkpoint-load cause was identified
+EXIT_UNKNOWN = 1  # ran fine, no checkpoint-load failure recognised
+EXIT_USAGE = 2  # bad command line (argparse uses 2 as well)
+EXIT_BAD_INPUT = 3  # the log could not be read: missing, binary, unreadable
+EXIT_BAD_RULES = 4  # the knowledge base is invalid (a rule file, the schema)
+EXIT_INTERNAL = 70  # a bug in ds-triage itself (EX_SOFTWARE)
+
+
+class TriageError(Exception):
+    """An error the user can act on; printed as one line, never a traceback."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class BadInput(TriageError):
+    exit_code = EXIT_BAD_INPUT
+
+
+class BadRules(TriageError):
+    exit_code = EXIT_BAD_RULES
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class UsageError(TriageError):
+    exit_code = EXIT_USAGE

@@ -1,0 +1,75 @@
+"""Facts a rule or a probe can use, lifted from anywhere in the log."""
+
+from __future__ import annotations
+
+import re
+
+from triage.normalize import Line
+
+_VERSIONS = (
+    ("deepspeed", re.compile(r"DeepSpeed info: version=(\d+\.\d+\.\d+\S*)")),
+    ("deepspeed", re.compile(r"\bdeepspeed (?:version|install version)\s*\.*\s*\[?(\d+\.\d+\.\d+[^\s\],]*)")),
+    ("torch", re.compile(r"\btorch (?:version|install version)\s*\.*\s*\[?(\d+\.\d+\.\d+[^\s\],]*)")),
+    ("checkpoint_deepspeed", re.compile(r"\bds_version['\"]?\s*[:=]\s*['\"]?(\d+\.\d+\.\d+[^\s'\",]*)")),
+)
+_PATH = re.compile(r"(?<![\w.])(/(?:[\w.@+-]+/)*[\w.@+-]+)")
+_SHARD = re.compile(
+    r"(?:zero_pp_rank_\d+_mp_rank_\d+_(?:model|optim)_states\.pt"
+    r"|bf16_zero_pp_rank_\d+_mp_rank_\d+_optim_states\.pt"
+    r"|mp_rank_\d+_model_states\.pt|layer_\d+-model_\d+-model_states\.pt|layer_\d+-model_states\.pt"
+    r"|expp_rank_\d+_mp_rank_\d+_optim_states\.pt|\blatest\b(?=['\"]|$| ))"
+)
+_SIZE = re.compile(
+    r"size mismatch for (?P<param>[^:]+): copying a param with shape (?P<ckpt>torch\.Size\(\[[^\]]*\]\)|\S+)"
+    r" from checkpoint, the shape in current model is (?P<model>torch\.Size\(\[[^\]]*\]\)|[^.\s]+)"
+)
+_KEYS = re.compile(r"(?P<kind>Missing|Unexpected) key\(s\) in state_dict: (?P<keys>.*)")
+_QUOTED = re.compile(r'"([^"]+)"')
+MAX_ITEMS = 200  # keep JSON small on a log that lists 10,000 keys
+
+
+def extract(lines: list[Line], incident) -> None:
+    paths: dict[str, None] = {}
+    shards: dict[str, None] = {}
+    for line in lines:
+        text = line.text
+        for name, pattern in _VERSIONS:
+            if name not in incident.versions:
+                match = pattern.search(text)
+                if match:
+                    incident.versions[name] = match.group(1)
+        if "/" in text and len(paths) < MAX_ITEMS and "File \"" not in text:
+            for match in _PATH.finditer(text):
+                if _is_checkpoint_path(match.group(1)):
+                    paths[match.group(1)] = None
+        if ("_states" in text or "latest" in text) and len(shards) < MAX_ITEMS:
+            for match in _SHARD.finditer(text):
+                shards[match.group(0)] = None
+        if "size mismatch" in text and len(incident.size_mismatches) < MAX_ITEMS:
+            for match in _SIZE.finditer(text):
+                incident.size_mismatches.append(
+                    {"param": match["param"].strip(), "checkpoint": _shape(match["ckpt"]), "model": _shape(match["model"])}
+                )
+        if "key(s) in state_dict" in text:
+            for match in _KEYS.finditer(text):
+                target = incident.missing_keys if match["kind"] == "Missing" else incident.unexpected_keys
+                for key in _QUOTED.findall(match["keys"]):
+                    if len(target) < MAX_ITEMS and key not in target:
+                        target.append(key)
+    incident.paths = list(paths)
+    incident.shards = list(shards)
+
+
+def _is_checkpoint_path(path: str) -> bool:
+    # Source paths of the stack are noise; checkpoint paths are the facts.
+    if path.startswith(("/usr/", "/bin/", "/sbin/", "/etc/", "/proc/", "/dev/", "/sys/", "/lib")):
+        return False
+    return not any(part in path for part in ("site-packages", "dist-packages", "/lib/python"))
+
+
+def _shape(text: str) -> list[int] | str:
+    match = re.fullmatch(r"torch\.Size\(\[([^\]]*)\]\)", text)
+    if not match:
+        return text
+    inner = match.group(1).strip()
+    return [int(x) for x in inner.split(",") if x.strip()] if inner else []

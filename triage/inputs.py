@@ -1,0 +1,83 @@
+"""Read a log safely: any bytes in, text out, or a clear BadInput."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from triage.errors import BadInput
+
+# A whole multi-rank job log is a few MB; past this we keep the head and the
+# tail, where tracebacks and torchrun's summary live, and say so.
+MAX_BYTES = 32 * 1024 * 1024
+HEAD_BYTES = 4 * 1024 * 1024
+# Text logs hold almost no control bytes; a binary file (a .pt shard, an
+# image) pasted by mistake holds many.
+BINARY_SAMPLE = 64 * 1024
+BINARY_CONTROL_RATIO = 0.10
+_TEXT_CONTROLS = {9, 10, 12, 13, 27}  # \t \n \f \r ESC (ANSI colours)
+
+
+@dataclass(frozen=True)
+class LogText:
+    text: str
+    source: str
+    size: int
+    truncated: bool = False
+    decode_errors: int = 0
+
+
+def read_log(path: str, max_bytes: int = MAX_BYTES) -> LogText:
+    """Read `path` ('-' is stdin) into text, refusing what is not a log."""
+    source = "<stdin>" if path == "-" else path
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        data = _read_file(path)
+    return decode_log(data, source, max_bytes)
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise BadInput(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise BadInput(f"{path} is a directory; pass a log file (or '-' for stdin)") from None
+    except PermissionError:
+        raise BadInput(f"permission denied reading {path} (running as uid {os.getuid()})") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES) -> LogText:
+    size = len(data)
+    if size == 0:
+        raise BadInput(f"{source} is empty; paste or pass the failing job's log")
+    truncated = size > max_bytes
+    if truncated:
+        tail = max_bytes - HEAD_BYTES
+        data = data[:HEAD_BYTES] + b"\n" + data[-tail:]
+    _refuse_binary(data, source)
+    text = data.decode("utf-8", errors="replace")
+    # Count undecodable bytes only when there were some: the count is cheap
+    # next to the decode but not free on a 30 MB paste.
+    errors = text.count("\ufffd") if "\ufffd" in text else 0
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return LogText(text, source, size, truncated, errors)
+
+
+def _refuse_binary(data: bytes, source: str) -> None:
+    sample = data[:BINARY_SAMPLE]
+    controls = sum(1 for byte in sample if byte < 32 and byte not in _TEXT_CONTROLS)
+    if controls > BINARY_CONTROL_RATIO * len(sample):
+        hint = ""
+        if sample.startswith(b"PK\x03\x04"):
+            hint = " (it is a zip archive: a torch .pt file? use `ds-triage probe` on checkpoints)"
+        raise BadInput(
+            f"{source} does not look like a text log: {controls} of its first "
+            f"{len(sample)} bytes are control characters{hint}"
+        )

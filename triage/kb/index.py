@@ -1,0 +1,147 @@
+"""Find, validate and cache the rules.
+
+Parsing YAML and validating every rule against the JSON Schema costs more
+than classifying a log (jsonschema alone imports in ~0.3 s), so the validated
+rules are cached as JSON keyed by the hash of every rule file, the schema and
+this package's version. A cache hit skips neither check: it is the result of
+them, for exactly these bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from triage import __version__
+from triage.errors import BadRules
+from triage.kb.model import Rule, compile_rule
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_NAME = "schema.json"
+
+
+def default_rules_dir() -> Path:
+    return Path(os.environ.get("DS_TRIAGE_RULES") or REPO_ROOT / "rules")
+
+
+@dataclass
+class RuleSet:
+    rules: list[Rule]
+    directory: Path
+    digest: str
+
+    def by_id(self, rule_id: str) -> Rule:
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        raise KeyError(rule_id)
+
+
+def rule_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        raise BadRules([f"{directory}: no rules directory. Pass --rules DIR or set DS_TRIAGE_RULES"])
+    return sorted(p for p in directory.rglob("*.yaml") if p.is_file())
+
+
+def load_rules(directory: str | Path | None = None, *, use_cache: bool = True) -> RuleSet:
+    directory = Path(directory) if directory else default_rules_dir()
+    files = rule_files(directory)
+    schema_path = directory / SCHEMA_NAME
+    if not schema_path.is_file():
+        raise BadRules([f"{schema_path}: the rule schema is missing"])
+    contents = {path: path.read_bytes() for path in files}
+    digest = _digest(schema_path.read_bytes(), contents, directory)
+    cache = _cache_path(digest)
+    data = _read_cache(cache) if use_cache else None
+    if data is None:
+        data = validate_files(schema_path, contents, directory)
+        if use_cache:
+            _write_cache(cache, data)
+    rules = [compile_rule(entry["rule"], entry["path"]) for entry in data]
+    return RuleSet(rules, directory, digest)
+
+
+def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Path) -> list[dict]:
+    """Full validation: every problem in every file, then BadRules if any."""
+    import jsonschema  # slow to import: only on a cache miss or `rules lint`
+
+    from triage.kb.source import RuleFileError, load_source
+    from triage.kb.validate import cross_rule_problems, schema_problems, semantic_problems
+
+    try:
+        schema = json.loads(schema_path.read_text())
+    except ValueError as exc:
+        raise BadRules([f"{schema_path}: invalid JSON: {exc}"]) from None
+    validator = jsonschema.Draft202012Validator(schema)
+    problems: list[str] = []
+    sources = []
+    root = directory.parent
+    for path, raw in contents.items():
+        shown = _shown(path)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(f"{shown}:1: not UTF-8 ({exc.reason} at byte {exc.start}). Save the file as UTF-8")
+            continue
+        try:
+            source = load_source(shown, text)
+        except RuleFileError as exc:
+            problems.append(f"{shown}:{exc.line}: {exc.problem}")
+            continue
+        found = schema_problems(source, validator)
+        if not found:
+            found = semantic_problems(source, root)
+        if found:
+            problems.extend(found)
+        else:
+            sources.append(source)
+    if not problems:
+        problems = cross_rule_problems(sources)
+    if problems:
+        raise BadRules(problems)
+    return [{"path": s.path, "rule": s.data} for s in sources]
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _digest(schema: bytes, contents: dict[Path, bytes], directory: Path) -> str:
+    digest = hashlib.sha256(__version__.encode())
+    digest.update(schema)
+    for path, raw in contents.items():
+        digest.update(str(path.relative_to(directory)).encode() + b"\0")
+        digest.update(hashlib.sha256(raw).digest())
+    return digest.hexdigest()[:24]
+
+
+def _cache_path(digest: str) -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ds-triage" / f"rules-{digest}.json"
+
+
+def _read_cache(path: Path) -> list[dict] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_cache(path: Path, data: list[dict]) -> None:
+    # Best effort: a read-only home must not stop a diagnosis.
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rules-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        os.replace(tmp, path)
+    except OSError:
+        pass

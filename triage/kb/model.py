@@ -1,0 +1,116 @@
+"""Rules compiled for matching: regexes compiled once, defaults filled in."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class FrameSpec:
+    file: str | None
+    function: re.Pattern | None
+    code: re.Pattern | None
+
+    def describe(self) -> str:
+        parts = [self.file or "*"]
+        if self.function:
+            parts.append(self.function.pattern)
+        return ":".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Conditions:
+    """All must hold. exception/message/frames hold for one same exception."""
+
+    exception: re.Pattern | None = None
+    message: re.Pattern | None = None
+    frames: tuple[FrameSpec, ...] = ()
+    line: re.Pattern | None = None
+    exit_code: int | None = None
+    no_traceback: bool | None = None
+
+    @property
+    def exception_scoped(self) -> bool:
+        return bool(self.exception or self.message or self.frames)
+
+    @property
+    def specificity(self) -> int:
+        return sum(x is not None for x in (self.exception, self.message, self.line, self.exit_code, self.no_traceback)) + len(self.frames)
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    conditions: Conditions
+    confidence: float
+    name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Boost:
+    conditions: Conditions
+    weight: float
+    why: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Phrase:
+    text: str
+    weight: float
+    min_similarity: float
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    category: str
+    title: str
+    priority: int
+    patterns: tuple[Pattern, ...]
+    boosts: tuple[Boost, ...]
+    phrases: tuple[Phrase, ...]
+    unless: tuple[Conditions, ...]
+    data: dict = field(repr=False)  # the validated rule as written, for rendering
+    path: str = ""
+
+    @property
+    def probes(self) -> list[str]:
+        return self.data.get("probes", [])
+
+
+def compile_rule(data: dict, path: str = "") -> Rule:
+    signature = data["signature"]
+    return Rule(
+        id=data["id"],
+        category=data["category"],
+        title=data["title"],
+        priority=data.get("priority", 50),
+        patterns=tuple(
+            Pattern(_conditions(p), float(p.get("confidence", 0.8)), p.get("name")) for p in signature["patterns"]
+        ),
+        boosts=tuple(Boost(_conditions(b), float(b["weight"]), b.get("why")) for b in signature.get("boosts", [])),
+        phrases=tuple(
+            Phrase(p["text"], float(p["weight"]), float(p.get("min_similarity", 88))) for p in signature.get("phrases", [])
+        ),
+        unless=tuple(_conditions(u) for u in signature.get("unless", [])),
+        data=data,
+        path=path,
+    )
+
+
+def _conditions(spec: dict) -> Conditions:
+    frames = list(spec.get("frames", []))
+    if "frame" in spec:
+        frames.append(spec["frame"])
+    return Conditions(
+        exception=_re(spec.get("exception")),
+        message=_re(spec.get("message")),
+        frames=tuple(FrameSpec(f.get("file"), _re(f.get("function")), _re(f.get("code"))) for f in frames),
+        line=_re(spec.get("line")),
+        exit_code=spec.get("exit_code"),
+        no_traceback=spec.get("no_traceback"),
+    )
+
+
+def _re(pattern: str | None) -> re.Pattern | None:
+    return re.compile(pattern) if pattern is not None else None

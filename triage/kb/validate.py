@@ -1,0 +1,132 @@
+"""Check rule files: the JSON Schema, then what a schema cannot say.
+
+Every problem reads `path:line: what is wrong. What to do.` (as semgrep and
+pySigma do), so a rule author fixes it without reading this code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from pathlib import Path
+
+from triage.kb.source import RuleSource
+
+TEMPLATE_FIELDS = {"ckpt", "tag", "config"}
+# A verification command must not change anything: the on-call engineer will
+# paste it on the host that holds the only copy of the checkpoint.
+_WRITES = re.compile(
+    r"(?:^|[\s;&|(])(?:rm|mv|cp|chmod|chown|chgrp|dd|truncate|tee|touch|mkdir|rmdir|ln|shred|install|rsync|sed\s+-i|perl\s+-i)\b"
+    r"|(?<![0-9&])>(?!&)|\btorch\.save\b|\.unlink\(|open\([^)]*['\"][wa]"
+)
+_CONDITION_REGEX_KEYS = ("exception", "message", "line")
+
+
+def schema_problems(source: RuleSource, validator) -> list[str]:
+    problems = []
+    for error in sorted(validator.iter_errors(source.data), key=lambda e: list(map(str, e.absolute_path))):
+        line = source.line_of(error.absolute_path)
+        problems.append(f"{source.path}:{line}: {_describe(error)}")
+    return problems
+
+
+def _describe(error) -> str:
+    where = "/".join(map(str, error.absolute_path)) or "the rule"
+    kind = error.validator
+    if kind == "required":
+        missing = re.findall(r"'([^']+)' is a required property", error.message)
+        field = missing[0] if missing else error.message
+        return f"{where} lacks '{field}'. Add it (rules/README.md lists every field)"
+    if kind in ("additionalProperties", "unevaluatedProperties"):
+        known = ", ".join(sorted(error.schema.get("properties", {})))
+        return f"{where}: {error.message}. Remove it or fix its spelling (known: {known})"
+    if kind == "enum":
+        allowed = ", ".join(map(str, error.validator_value))
+        return f"{where}: {error.instance!r} is not allowed. Use one of: {allowed}"
+    if kind == "pattern":
+        return f"{where}: {error.instance!r} does not match {error.validator_value}. {error.schema.get('description', '')}".rstrip(". ")
+    if kind in ("oneOf", "anyOf"):
+        return f"{where}: {error.message[:160]}. Give exactly one of the alternatives the schema lists"
+    hint = error.schema.get("description") if isinstance(error.schema, dict) else None
+    return f"{where}: {error.message[:200]}" + (f". Expected: {hint}" if hint else "")
+
+
+def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
+    """Checks on one schema-valid rule."""
+    rule = source.data
+    out: list[str] = []
+
+    def report(json_path, text):
+        out.append(f"{source.path}:{source.line_of(json_path)}: {text}")
+
+    stem = Path(source.path).stem
+    if not stem.startswith(rule["id"]):
+        report(("id",), f"id {rule['id']} does not match the file name {stem}. Name the file {rule['id']}-<slug>.yaml")
+    signature = rule["signature"]
+    for group in ("patterns", "boosts", "unless"):
+        for index, conditions in enumerate(signature.get(group, [])):
+            _check_regexes(conditions, ("signature", group, index), report)
+    for index, check in enumerate(rule["verify"]):
+        command = check["command"]
+        where = ("verify", index, "command")
+        if _WRITES.search(command):
+            report(where, f"verification command may write: {command!r}. Verification must be read-only; move it to fix")
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(command) if f is not None}
+        except ValueError as exc:
+            report(where, f"bad template {command!r}: {exc}. Write braces as {{{{ }}}}")
+            continue
+        unknown = fields - TEMPLATE_FIELDS
+        if unknown:
+            report(where, f"unknown placeholder(s) {sorted(unknown)}. Use {sorted(TEMPLATE_FIELDS)}")
+    for index, example in enumerate(rule["examples"]):
+        if "file" in example and not (repo_root / example["file"]).is_file():
+            report(("examples", index, "file"), f"example file {example['file']} does not exist. Give a path from the repository root")
+    expects = {example["expect"] for example in rule["examples"]}
+    if "match" not in expects:
+        report(("examples",), "no positive example (expect: match). Add a real log this rule must rank first")
+    if "no-match" not in expects:
+        report(("examples",), "no negative example (expect: no-match). Add a real log this rule must not fire on")
+    return out
+
+
+def _check_regexes(conditions: dict, path: tuple, report) -> None:
+    for key in _CONDITION_REGEX_KEYS:
+        if key in conditions:
+            _compile(conditions[key], path + (key,), report)
+    frames = list(conditions.get("frames", []))
+    if "frame" in conditions:
+        frames.append(conditions["frame"])
+    for frame in frames:
+        for key in ("function", "code"):
+            if key in frame:
+                _compile(frame[key], path, report)
+
+
+def _compile(pattern: str, path: tuple, report) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        report(path, f"bad regex {pattern!r}: {exc}. Escape literal ( ) [ ] . with a backslash")
+
+
+def cross_rule_problems(sources: list[RuleSource]) -> list[str]:
+    """Checks across rules: unique ids and titles, no two identical signatures."""
+    out = []
+    seen: dict[str, dict[str, str]] = {"id": {}, "title": {}, "signature": {}}
+    for source in sources:
+        rule = source.data
+        keys = {
+            "id": rule["id"],
+            "title": rule["title"].lower(),
+            "signature": json.dumps(rule["signature"]["patterns"], sort_keys=True),
+        }
+        for kind, value in keys.items():
+            other = seen[kind].get(value)
+            if other:
+                out.append(f"{source.path}:{source.line_of((kind if kind != 'signature' else 'signature',))}: "
+                           f"same {kind} as {other}. Give each rule its own {kind}")
+            else:
+                seen[kind][value] = source.path
+    return out

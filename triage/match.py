@@ -1,0 +1,204 @@
+"""Score every rule against an incident; return ranked hypotheses.
+
+A rule fires when one of its patterns holds (structured and regex
+conditions), or, weaker, when its fuzzy phrases match error lines closely.
+Boosts raise a fired rule's confidence; `unless` conditions rule it out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+
+from triage.incident import Incident, RaisedException
+from triage.kb.model import Conditions, Rule
+from triage.normalize import Line
+
+MIN_CONFIDENCE = 0.35
+MAX_HYPOTHESES = 5
+MAX_FUZZY_CANDIDATES = 400
+# Lines worth fuzzy-matching: the rest of a 5,000-line log is chatter.
+_ERRORISH = re.compile(
+    r"(?i)error|exception|assert|fail|cannot|can't|could not|unable|missing|not found|no such|denied|mismatch|invalid|corrupt|killed|unexpected"
+)
+
+
+@dataclass
+class Evidence:
+    line: int | None
+    text: str
+    why: str
+
+    def to_json(self) -> dict:
+        return {"line": self.line, "text": self.text, "why": self.why}
+
+
+@dataclass
+class Hypothesis:
+    rule: Rule
+    confidence: float
+    evidence: list[Evidence] = field(default_factory=list)
+    specificity: int = 0
+
+    def sort_key(self):
+        return (-round(self.confidence, 3), -self.rule.priority, -self.specificity, self.rule.id)
+
+
+class LogView:
+    """The normalized log joined once, so a line regex is one C-level search."""
+
+    def __init__(self, incident: Incident, lines: list[Line]):
+        self.incident = incident
+        self.lines = lines
+        self.text = "\n".join(line.text for line in lines)
+        self.starts: list[int] = []
+        offset = 0
+        for line in lines:
+            self.starts.append(offset)
+            offset += len(line.text) + 1
+        self.exceptions: list[RaisedException] = [e for chain in incident.chains for e in chain.exceptions]
+        self._fuzzy: list[tuple[int | None, str]] | None = None
+
+    def find_line(self, pattern: re.Pattern) -> Line | None:
+        match = pattern.search(self.text)
+        if match is None:
+            return None
+        index = bisect.bisect_right(self.starts, match.start()) - 1
+        return self.lines[index]
+
+    def fuzzy_candidates(self) -> list[tuple[int | None, str]]:
+        if self._fuzzy is None:
+            seen: set[str] = set()
+            out: list[tuple[int | None, str]] = []
+            for exc in self.exceptions:
+                text = f"{exc.type}: {exc.message}"[:600]
+                if text not in seen:
+                    seen.add(text)
+                    out.append((exc.log_line, text))
+            for line in self.lines:
+                text = line.text.strip()
+                if len(out) >= MAX_FUZZY_CANDIDATES:
+                    break
+                if 12 <= len(text) <= 600 and text not in seen and _ERRORISH.search(text):
+                    seen.add(text)
+                    out.append((line.no, text))
+            self._fuzzy = out
+        return self._fuzzy
+
+
+def rank(incident: Incident, lines: list[Line], rules: list[Rule]) -> list[Hypothesis]:
+    view = LogView(incident, lines)
+    hypotheses = [h for rule in rules if (h := score(rule, view)) is not None]
+    hypotheses = [h for h in hypotheses if h.confidence >= MIN_CONFIDENCE]
+    hypotheses.sort(key=Hypothesis.sort_key)
+    return hypotheses[:MAX_HYPOTHESES]
+
+
+def score(rule: Rule, view: LogView) -> Hypothesis | None:
+    if any(holds(cond, view) is not None for cond in rule.unless):
+        return None
+    best: Hypothesis | None = None
+    for pattern in rule.patterns:
+        evidence = holds(pattern.conditions, view)
+        if evidence is None:
+            continue
+        if best is None or pattern.confidence > best.confidence:
+            if pattern.name:
+                evidence = [Evidence(e.line, e.text, f"{pattern.name}: {e.why}") for e in evidence]
+            best = Hypothesis(rule, pattern.confidence, evidence, pattern.conditions.specificity)
+    for phrase, similarity, line_no, text in _phrase_hits(rule, view):
+        strength = phrase.weight * similarity / 100
+        why = f"resembles {phrase.text!r} ({similarity:.0f}% similar)"
+        if best is None or (best.specificity == 0 and strength > best.confidence):
+            best = Hypothesis(rule, strength, [Evidence(line_no, text, why)], 0)
+        elif not any(e.line == line_no for e in best.evidence):
+            best.confidence += (1 - best.confidence) * strength * 0.5
+            best.evidence.append(Evidence(line_no, text, why))
+    if best is None:
+        return None
+    for boost in rule.boosts:
+        evidence = holds(boost.conditions, view)
+        if evidence is not None:
+            best.confidence += (1 - best.confidence) * boost.weight
+            why = boost.why or "supporting evidence"
+            best.evidence.extend(Evidence(e.line, e.text, f"{why}: {e.why}") for e in evidence)
+    best.confidence = min(1.0, best.confidence)
+    return best
+
+
+def _phrase_hits(rule: Rule, view: LogView):
+    if not rule.phrases:
+        return
+    from rapidfuzz import fuzz, process  # C extension; imported only when a rule has phrases
+
+    candidates = view.fuzzy_candidates()
+    if not candidates:
+        return
+    texts = [text for _, text in candidates]
+    for phrase in rule.phrases:
+        found = process.extractOne(phrase.text, texts, scorer=fuzz.partial_ratio, score_cutoff=phrase.min_similarity)
+        if found:
+            _, similarity, index = found
+            yield phrase, similarity, candidates[index][0], candidates[index][1]
+
+
+def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
+    """Evidence that every condition holds, or None."""
+    evidence: list[Evidence] = []
+    if cond.no_traceback is not None:
+        if cond.no_traceback != (not view.exceptions):
+            return None
+        evidence.append(Evidence(None, "", "no Python traceback in the log" if cond.no_traceback else "a traceback is present"))
+    if cond.exit_code is not None:
+        ranks = [r for r, code in view.incident.exit_codes.items() if code == cond.exit_code]
+        if not ranks:
+            return None
+        who = "the launcher" if ranks == [-1] else f"rank {', '.join(str(r) for r in ranks if r >= 0)}"
+        evidence.append(Evidence(None, f"exit code {cond.exit_code}", f"{who} exited with code {cond.exit_code}"))
+    if cond.line is not None:
+        line = view.find_line(cond.line)
+        if line is None:
+            return None
+        evidence.append(Evidence(line.no, line.text.strip()[:300], f"line matches /{cond.line.pattern}/"))
+    if cond.exception_scoped:
+        found = _exception_evidence(cond, view.exceptions)
+        if found is None:
+            return None
+        evidence.extend(found)
+    return evidence
+
+
+def _exception_evidence(cond: Conditions, exceptions: list[RaisedException]) -> list[Evidence] | None:
+    for exc in exceptions:
+        if cond.exception and not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
+            continue
+        if cond.message and not cond.message.search(exc.message):
+            continue
+        frame_evidence = []
+        for spec in cond.frames:
+            frame = next((f for f in exc.frames if _frame_matches(spec, f)), None)
+            if frame is None:
+                break
+            frame_evidence.append(Evidence(frame.log_line, f'File "{frame.file}", line {frame.line}, in {frame.function}',
+                                           f"traceback passes through {spec.describe()}"))
+        else:
+            head = f"{exc.type}: {exc.message.splitlines()[0]}" if exc.message else exc.type
+            reasons = []
+            if cond.exception:
+                reasons.append(f"exception {exc.short_type}")
+            if cond.message:
+                reasons.append(f"message matches /{cond.message.pattern}/")
+            evidence = [Evidence(exc.log_line, head[:300], " and ".join(reasons) or "raised here")]
+            return evidence + frame_evidence
+    return None
+
+
+def _frame_matches(spec, frame) -> bool:
+    if spec.file and not (frame.file == spec.file or frame.file.endswith("/" + spec.file)):
+        return False
+    if spec.function and not spec.function.fullmatch(frame.function):
+        return False
+    if spec.code and not (frame.code and spec.code.search(frame.code)):
+        return False
+    return True

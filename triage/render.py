@@ -1,0 +1,86 @@
+"""Human-readable report for the terminal."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from triage.report import PHASES, Report
+
+MAX_EVIDENCE = 4
+
+
+class Style:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
+
+    @classmethod
+    def for_stream(cls, stream) -> "Style":
+        enabled = (
+            hasattr(stream, "isatty") and stream.isatty()
+            and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+        )
+        return cls(enabled)
+
+
+def render_report(report: Report, style: Style | None = None) -> str:
+    style = style or Style(False)
+    out: list[str] = []
+    incident = report.incident
+    primary = incident.primary
+    if primary is not None:
+        where = primary.frames[-1] if primary.frames else None
+        site = f" at {_short(where.file)}:{where.line} in {where.function}" if where else ""
+        ranks = next((c.ranks for c in incident.chains if c.final is primary), [])
+        who = f" (ranks {', '.join(map(str, ranks))})" if len(ranks) > 1 else (f" (rank {ranks[0]})" if ranks else "")
+        head = primary.message.splitlines()[0][:160] if primary.message else ""
+        out.append(f"error: {primary.type}{': ' + head if head else ''}{site}{who}")
+    if incident.truncated:
+        out.append("note: the log was larger than 32 MiB; its head and tail were read")
+    if not report.hypotheses:
+        out.append(style("no checkpoint-loading failure recognised (category: unknown)", "1"))
+        out.append("If this is a checkpoint load failure, `ds-triage runbook QUERY` searches the rules by text.")
+        return "\n".join(out) + "\n"
+    top = report.top
+    verdict = "not a checkpoint-loading failure" if top.rule.category == "unknown" else top.rule.category
+    out.append(style(f"diagnosis: {top.rule.title} [{top.rule.id}, {verdict}]", "1"))
+    out.append("")
+    for number, h in enumerate(report.hypotheses, start=1):
+        out.append(style(f"{number}. {h.confidence:.2f}  {h.rule.id}  {h.rule.title}", "1;33" if number == 1 else "33"))
+        out.append(f"   category: {h.rule.category}")
+        out.append(f"   {h.rule.data['summary']}")
+        for evidence in h.evidence[:MAX_EVIDENCE]:
+            where = f"line {evidence.line}: " if evidence.line else ""
+            text = f"{where}{evidence.text}".strip()
+            out.append(f"   > {text}" if text else f"   > {evidence.why}")
+            if text:
+                out.append(style(f"     ({evidence.why})", "2"))
+    out.append("")
+    out.append(style("verify, in order (" + " -> ".join(PHASES[:5]) + "):", "1"))
+    for h in report.in_verification_order():
+        for step in report.verify_steps(h):
+            out.append(f"  [{h.rule.id}] {step['command']}")
+            out.append(style(f"      {step['shows']}", "2"))
+    out.append("")
+    out.append(style(f"fix ({top.rule.id}):", "1"))
+    for step in top.rule.data["fix"]:
+        mark = "" if step["safety"] == "safe" else "  [unsafe: " + step.get("why", "") + "]"
+        out.append(f"  - {step['title']}{mark}")
+    if report.facts.get("ckpt") is None:
+        out.append("")
+        out.append("(set CKPT and TAG to your checkpoint directory and tag before running the commands)")
+    return "\n".join(out) + "\n"
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
+
+
+def write(text: str, stream=None) -> None:
+    (stream or sys.stdout).write(text)

@@ -1,0 +1,148 @@
+"""Parse Python tracebacks out of normalized log lines.
+
+Ranks that share one stream are parsed separately (their lines interleave),
+chained exceptions are linked, and the same chain printed by several ranks is
+collapsed into one with the list of ranks.
+"""
+
+from __future__ import annotations
+
+import re
+
+from triage.incident import Chain, Frame, Incident, RaisedException
+from triage.normalize import Line
+
+TRACEBACK = "Traceback (most recent call last):"
+CHAIN_LINKS = {
+    "The above exception was the direct cause of the following exception:": "cause",
+    "During handling of the above exception, another exception occurred:": "context",
+}
+FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
+EXCEPTION = re.compile(r"(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|[A-Z]\w*))(?::[ ]?(?P<msg>.*))?$")
+_NOISE = re.compile(r"\s*(?:[~^]+\s*|\.\.\.<\d+ lines>\.\.\.|\[Previous line repeated \d+ more times?\])$")
+MAX_MESSAGE_LINES = 200
+MAX_FRAMES = 500
+
+# Exceptions that only report another process's failure: never the cause.
+WRAPPERS = {"ChildFailedError"}
+_PEER_LOSS = re.compile(r"Connection closed by peer|Connection reset by peer|Broken pipe|ProcessGroupGloo|NCCL communicator was aborted")
+
+
+def parse_chains(lines: list[Line]) -> list[Chain]:
+    by_rank: dict[int | None, list[Line]] = {}
+    for line in lines:
+        by_rank.setdefault(line.rank, []).append(line)
+    chains: list[Chain] = []
+    for rank, group in by_rank.items():
+        for chain in _parse_group(group):
+            if rank is not None:
+                chain.ranks = [rank]
+            chains.append(chain)
+    chains.sort(key=lambda c: c.exceptions[0].frames[0].log_line if c.exceptions[0].frames else c.final.log_line)
+    return collapse(chains)
+
+
+def collapse(chains: list[Chain]) -> list[Chain]:
+    merged: dict[tuple, Chain] = {}
+    for chain in chains:
+        key = chain.key()
+        if key in merged:
+            kept = merged[key]
+            kept.copies += 1
+            kept.ranks = sorted(set(kept.ranks) | set(chain.ranks))
+        else:
+            merged[key] = chain
+    return list(merged.values())
+
+
+def _parse_group(lines: list[Line]) -> list[Chain]:
+    chains: list[Chain] = []
+    current: list[RaisedException] = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        text = lines[i].text.strip()
+        if text == TRACEBACK:
+            exc, i = _parse_traceback(lines, i + 1)
+            if exc is not None:
+                current.append(exc)
+            continue
+        link = CHAIN_LINKS.get(text)
+        if link and current:
+            current[-1].link = link
+            i += 1
+            continue
+        if current and text and not text.startswith(TRACEBACK):
+            # Anything else ends the chain (blank lines may stand between links).
+            if current[-1].link is None:
+                chains.append(Chain(current))
+                current = []
+        i += 1
+    if current:
+        chains.append(Chain(current))
+    return chains
+
+
+def _parse_traceback(lines: list[Line], i: int) -> tuple[RaisedException | None, int]:
+    frames: list[Frame] = []
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        match = FRAME.match(line.text)
+        if match:
+            code = None
+            j = i + 1
+            while j < n and lines[j].text.startswith((" ", "\t")) and not FRAME.match(lines[j].text):
+                if code is None and not _NOISE.match(lines[j].text):
+                    code = lines[j].text.strip()
+                j += 1
+            if len(frames) < MAX_FRAMES:
+                frames.append(Frame(match["file"].replace("\\", "/"), int(match["line"]),
+                                    match["func"].strip(), code, line.no))
+            i = j
+            continue
+        if not line.text.strip() or _NOISE.match(line.text):
+            i += 1
+            continue
+        header = EXCEPTION.match(line.text)
+        if header is None:
+            return None, i  # not a traceback after all (or cut off): leave it to the caller
+        return _read_message(lines, i, header, frames)
+    return None, i
+
+
+def _read_message(lines: list[Line], i: int, header: re.Match, frames: list[Frame]):
+    parts = [header["msg"] or ""]
+    start = lines[i]
+    i += 1
+    while i < len(lines) and len(parts) < MAX_MESSAGE_LINES:
+        line = lines[i]
+        text = line.text
+        if not text.strip() or line.tagged or text.strip() in CHAIN_LINKS or text.strip() == TRACEBACK:
+            break
+        if FRAME.match(text):
+            break
+        parts.append(text)
+        i += 1
+    message = "\n".join(parts).strip()
+    return RaisedException(header["type"], message, frames, start.no), i
+
+
+def primary_exception(incident: Incident) -> RaisedException | None:
+    """The exception that best explains the failure.
+
+    torchrun's ChildFailedError only reports a worker's death, and a rank that
+    lost its peer (gloo "Connection closed by peer") died of another rank's
+    failure, so both yield to a worker's own exception.
+    """
+    if not incident.chains:
+        return None
+
+    def weight(chain: Chain) -> tuple:
+        final = chain.final
+        is_wrapper = final.short_type in WRAPPERS
+        lost_peer = bool(_PEER_LOSS.search(final.message))
+        root = incident.root_cause_rank is not None and incident.root_cause_rank in chain.ranks
+        return (not is_wrapper, not lost_peer, root)
+
+    return max(incident.chains, key=weight).final
