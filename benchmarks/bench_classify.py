@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Speed of `ds-triage classify`: cold CLI runs and warm library calls.
+
+    .venv/bin/python benchmarks/bench_classify.py [--runs 15]
+
+Prints the median cold time of `ds-triage classify` on a 5,000-line trace
+beside `python3 -c pass` measured in the same run (the ratio cancels machine
+speed), and the warm library call's median and p95. Goals (issue 2): cold
+< 300 ms, warm p95 < 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def five_thousand_lines(case: Path) -> str:
+    """A real failing-load log padded to 5,000 lines with real healthy chatter."""
+    failure = case.read_text()
+    chatter_file = next(iter(sorted((ROOT / "corpus" / "clean").glob("*.log"))), None)
+    chatter = chatter_file.read_text().splitlines() if chatter_file else ["[INFO] step"]
+    lines: list[str] = []
+    need = 5000 - len(failure.splitlines())
+    while len(lines) < need:
+        lines.extend(chatter)
+    return "\n".join(lines[:need]) + "\n" + failure
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--case", default=str(ROOT / "corpus" / "cases" / "zero3-saved-stage2-load-dp2.log"))
+    args = parser.parse_args()
+    text = five_thousand_lines(Path(args.case))
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "trace.log"
+        log.write_text(text)
+        env = dict(os.environ, XDG_CACHE_HOME=str(Path(tmp) / "cache"))
+        cli = [sys.executable, "-m", "triage", "classify", str(log)]
+        timed(cli, env)  # fills the compiled-rule cache, as any first run does
+        baseline, cold = [], []
+        for _ in range(args.runs):
+            baseline.append(timed([sys.executable, "-c", "pass"], env))
+            cold.append(timed(cli, env))
+        os.environ["XDG_CACHE_HOME"] = env["XDG_CACHE_HOME"]
+        from triage.classifier import classify
+        from triage.kb import load_rules
+
+        rules = load_rules()
+        warm = []
+        for _ in range(max(args.runs * 4, 50)):
+            start = time.perf_counter()
+            classify(text, rules=rules)
+            warm.append(time.perf_counter() - start)
+    lines = len(text.splitlines())
+    b, c = statistics.median(baseline), statistics.median(cold)
+    p95 = statistics.quantiles(warm, n=20)[-1]
+    print(f"command: {' '.join([Path(sys.executable).name] + sys.argv)}")
+    print(f"input: {lines} lines, {len(text) / 1024:.0f} KiB; rules: {len(rules.rules)}")
+    print(f"python3 -c pass          median {b * 1000:7.1f} ms")
+    print(f"ds-triage classify cold  median {c * 1000:7.1f} ms  ({c / b:.1f}x python startup; goal < 300 ms)")
+    print(f"classify() warm          median {statistics.median(warm) * 1000:7.1f} ms  p95 {p95 * 1000:.1f} ms (goal p95 < 100 ms)")
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, runpy; sys.argv=['triage','classify',%r]; "
+         "import triage.cli as c; c.main(sys.argv[1:]);"
+         "print('torch' in sys.modules, 'deepspeed' in sys.modules, 'jsonschema' in sys.modules, file=sys.stderr)" % str(args.case)],
+        capture_output=True, text=True, env=env,
+    ).stderr.strip().splitlines()[-1:]
+    print(f"torch/deepspeed/jsonschema imported by classify: {imported}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

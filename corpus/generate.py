@@ -1,0 +1,230 @@
+"""Generate the real failure corpus: python -m corpus.generate [--only GLOB] [--keep DIR] [--list]
+
+Trains tiny models with real DeepSpeed, saves baseline checkpoints once per layout (cached under
+<work>/_base), copies one per scenario, injects the fault, runs the real loading path and stores
+the full combined stdout+stderr untouched in <out>/cases|clean/<id>.log plus <out>/manifest.yaml.
+"""
+import argparse
+import fnmatch
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from corpus import faults, layouts as L, logtools, runner
+from corpus.scenarios import SCENARIOS
+
+CORPUS = Path(__file__).resolve().parent
+DEFAULT_WORK = Path("/tmp/ds-triage-corpus")
+EXT_CACHE = Path.home() / ".cache" / "ds-triage-corpus" / "torch_extensions"
+
+
+def versions():
+    import importlib.metadata as md
+    return md.version("deepspeed"), str(__import__("torch").__version__)
+
+
+def parse():
+    p = argparse.ArgumentParser(prog="python -m corpus.generate", description=__doc__.splitlines()[0])
+    p.add_argument("--only", action="append", help="fnmatch glob(s) over scenario ids (repeatable, or a,b)")
+    p.add_argument("--keep", type=Path, help="keep faulted checkpoints under DIR/<id>/, baselines in DIR/_base/")
+    p.add_argument("--out", type=Path, default=CORPUS, help="where cases/, clean/, manifest.yaml go")
+    p.add_argument("--list", action="store_true", help="list scenario ids and exit")
+    p.add_argument("--reindex", action="store_true",
+                   help="rewrite manifest entries of already generated logs from the table (no runs)")
+    p.add_argument("--rebuild", action="store_true", help="retrain baseline layouts even if cached")
+    return p.parse_args()
+
+
+def select(only):
+    if not only:
+        return list(SCENARIOS)
+    globs = [g for o in only for g in o.split(",") if g]
+    return [s for s in SCENARIOS if any(fnmatch.fnmatchcase(s["id"], g) for g in globs)]
+
+
+def build_base(name, base, rebuild):
+    """Train + save layout `name` once; returns its metadata (command, exit code, log path)."""
+    lay = L.LAYOUTS[name]
+    root, meta_path = base / name, base / f"{name}.json"
+    if meta_path.exists() and root.exists() and not rebuild:
+        return json.loads(meta_path.read_text())
+    shutil.rmtree(root, ignore_errors=True)
+    save_dir = root / lay.get("sub", "")
+    args = L.worker_args(lay) + ["--save-dir", str(save_dir)]
+    if lay.get("sub"):
+        args += ["--tag", L.TAG]
+    if lay.get("kill_after_saves"):
+        args += ["--kill-after-saves", str(lay["kill_after_saves"])]
+    cmd = runner.torchrun(L.nproc(lay), "train_save.py", args)
+    log = base / f"{name}.log"
+    t = time.time()
+    rc = runner.run(cmd, {}, log)
+    print(f"  base {name}: exit {rc} in {time.time() - t:.0f}s", file=sys.stderr)
+    if rc != 0 and not lay.get("kill_after_saves"):
+        raise SystemExit(f"baseline {name} failed (exit {rc}); see {log}")
+    meta = dict(command=runner.display(cmd, {}), exit_code=rc, log=str(log))
+    meta_path.write_text(json.dumps(meta))
+    return meta
+
+
+def warm_up_ops(work):
+    """Build DeepSpeed's CPU shm comm op into the private cache before any recorded run, so no
+    recorded log contains a one-off compiler build."""
+    code = ("from deepspeed.comm.torch import build_shm_op; build_shm_op()")
+    t = time.time()
+    EXT_CACHE.mkdir(parents=True, exist_ok=True)
+    rc = runner.run([runner.PY, "-c", code], {}, work / "_torch_ext_build.log")
+    print(f"  warm-up shm op build: exit {rc} in {time.time() - t:.0f}s", file=sys.stderr)
+
+
+def run_scenario(sc, work, base, out, keep):
+    lay = L.LAYOUTS[sc["layout"]] if sc.get("layout") else {}
+    kind = sc["kind"]
+    log = out / ("clean" if kind == "clean" else "cases") / f"{sc['id']}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    stale = out / ("cases" if kind == "clean" else "clean") / log.name
+    stale.unlink(missing_ok=True)
+    if sc.get("run") == "base":
+        meta = build_base(sc["layout"], base, False)
+        shutil.copyfile(meta["log"], log)
+        rc, command = meta["exit_code"], meta["command"]
+    else:
+        root = work / sc["id"]
+        if root.exists():
+            shutil.rmtree(root)
+        if sc.get("layout"):
+            build_base(sc["layout"], base, False)
+            shutil.copytree(base / sc["layout"], root, symlinks=True)
+        else:
+            root.mkdir(parents=True)
+        ckpt = root / lay.get("sub", "")
+        env = dict(sc.get("env", {}))
+        if sc.get("user") == "nobody":
+            env.update(runner.nobody_env(work))
+            faults.make_world_readable(str(root))
+        for pre in sc.get("pre", []):
+            rc = runner.run(runner.build_command(pre, lay, str(ckpt)), {}, root.parent / f"{sc['id']}.pre.log")
+            if rc != 0:
+                raise SystemExit(f"{sc['id']}: pre-step {pre} failed with {rc}")
+        if sc.get("inject"):
+            print(f"  fault: {faults.apply(str(ckpt), sc['inject'])}", file=sys.stderr)
+        cmd = runner.build_command(sc, lay, str(ckpt))
+        rc = runner.run(cmd, env, log)
+        if rc != 0 and kind == "clean":   # rare teardown crashes: keep the evidence, retry once
+            failed = work / f"{sc['id']}.failed-attempt.log"
+            shutil.copyfile(log, failed)
+            print(f"  {sc['id']}: healthy run exited {rc}; log kept at {failed}, retrying", file=sys.stderr)
+            rc = runner.run(cmd, env, log)
+        command = runner.display(cmd, {k: v for k, v in env.items() if k not in ("HOME", "TORCH_EXTENSIONS_DIR")})
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    text = log.read_text(errors="replace")
+    ok = (rc == 0) == (kind in ("clean", "silent")) or sc.get("any_exit")
+    flag = "" if ok else f"   <-- kind {kind} but exit {rc}"
+    print(f"{sc['id']}: exit {rc}{flag}", file=sys.stderr)
+    ds, tv = versions()
+    entry = {
+        "id": sc["id"],
+        "log": str(log.relative_to(out)),
+        "kind": kind,
+        "scenario": sc["scenario"],
+        "layout": L.describe(lay) if lay else None,
+        "fault": sc.get("fault", "none (healthy run)"),
+        "expected_category": sc.get("category", "unknown" if kind == "negative" else None),
+        "what_happened": logtools.what_happened(text, rc, sc.get("what")),
+        "command": command,
+        "exit_code": rc,
+        "deepspeed": ds,
+        "torch": tv,
+    }
+    if sc.get("note"):
+        entry["note"] = sc["note"]
+    return entry
+
+
+def write_manifest(out, new_entries):
+    path = out / "manifest.yaml"
+    old = {e["id"]: e for e in (yaml.safe_load(path.read_text()) or [])} if path.exists() else {}
+    old.update({e["id"]: e for e in new_entries})
+    keys = ["id", "log", "kind", "scenario", "layout", "fault", "expected_category", "what_happened", "command",
+            "exit_code", "deepspeed", "torch", "note"]
+    ordered = [{k: old[s["id"]][k] for k in keys if k in old[s["id"]]} for s in SCENARIOS if s["id"] in old]
+    header = ("# Generated by `python -m corpus.generate` from corpus/scenarios.py - do not edit by hand.\n"
+              "# Every log is the untouched combined stdout+stderr of a real run on CPU.\n")
+    path.write_text(header + yaml.safe_dump(ordered, sort_keys=False, width=120, allow_unicode=True))
+
+
+def reindex(out, chosen):
+    """Refresh table-derived fields and what_happened of existing entries; logs stay untouched."""
+    path = out / "manifest.yaml"
+    old = {e["id"]: e for e in yaml.safe_load(path.read_text())}
+    entries = []
+    for sc in chosen:
+        e = old.get(sc["id"])
+        if not e and sc.get("captured") and (out / sc["captured"]["log"]).exists():
+            e = dict(id=sc["id"], log=sc["captured"]["log"], command=sc["captured"]["command"],
+                     exit_code=sc["captured"]["exit_code"], deepspeed=versions()[0], torch=versions()[1])
+        if not e:
+            continue
+        lay = L.LAYOUTS[sc["layout"]] if sc.get("layout") else None
+        src = out / e["log"]
+        e["log"] = f"{'clean' if sc['kind'] == 'clean' else 'cases'}/{sc['id']}.log"
+        if out / e["log"] != src:
+            src.rename(out / e["log"])
+        e.update(kind=sc["kind"], scenario=sc["scenario"], layout=L.describe(lay) if lay else None,
+                 fault=sc.get("fault", "none (healthy run)"),
+                 expected_category=sc.get("category", "unknown" if sc["kind"] == "negative" else None),
+                 what_happened=logtools.what_happened((out / e["log"]).read_text(errors="replace"),
+                                                      e["exit_code"], sc.get("what")))
+        e.pop("note", None)
+        if sc.get("note"):
+            e["note"] = sc["note"]
+        entries.append(e)
+    write_manifest(out, entries)
+    print(f"reindexed {len(entries)} entries", file=sys.stderr)
+
+
+def main():
+    args = parse()
+    chosen = select(args.only)
+    if args.list:
+        for s in chosen:
+            print(f"{s['id']:60s} {s['kind']:9s} {s.get('category') or ''}")
+        return
+    if not chosen:
+        raise SystemExit(f"no scenario matches {args.only}")
+    if args.reindex:
+        return reindex(args.out, chosen)
+    work = (args.keep or DEFAULT_WORK).resolve()
+    base = work / "_base"
+    base.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o755)
+    runner.EXT_DIR["path"] = str(EXT_CACHE)
+    warm_up_ops(work)
+    if args.rebuild:
+        for name in {s["layout"] for s in chosen if s.get("layout")}:
+            build_base(name, base, True)
+    t0, entries = time.time(), []
+    errors = []
+    for sc in chosen:
+        if sc.get("captured"):   # a one-off real log kept as recorded; refreshed, never re-run
+            reindex(args.out, [sc])
+            continue
+        try:
+            entries.append(run_scenario(sc, work, base, args.out, args.keep is not None))
+        except (Exception, SystemExit) as e:   # a broken setup step must not stop the other scenarios
+            errors.append(f"{sc['id']}: {e}")
+            print(f"{sc['id']}: NOT GENERATED: {e}", file=sys.stderr)
+            continue
+        write_manifest(args.out, entries)
+    print(f"{len(entries)} scenario(s) in {time.time() - t0:.0f}s -> {args.out}", file=sys.stderr)
+    if errors:
+        raise SystemExit("not generated:\n  " + "\n  ".join(errors))
+
+
+if __name__ == "__main__":
+    main()
