@@ -58,6 +58,7 @@ class LogView:
             self.starts.append(offset)
             offset += len(line.text) + 1
         self.exceptions: list[RaisedException] = [e for chain in incident.chains for e in chain.exceptions]
+        self.chain_ranks = {id(e): chain.ranks for chain in incident.chains for e in chain.exceptions}
         self._fuzzy: list[tuple[int | None, str]] | None = None
 
     def find_line(self, pattern: re.Pattern) -> Line | None:
@@ -162,36 +163,58 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
             return None
         evidence.append(Evidence(line.no, line.text.strip()[:300], f"line matches /{cond.line.pattern}/"))
     if cond.exception_scoped:
-        found = _exception_evidence(cond, view.exceptions)
+        found = _exception_evidence(cond, view)
         if found is None:
             return None
         evidence.extend(found)
     return evidence
 
 
-def _exception_evidence(cond: Conditions, exceptions: list[RaisedException]) -> list[Evidence] | None:
-    for exc in exceptions:
-        if cond.exception and not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
-            continue
-        if cond.message and not cond.message.search(exc.message):
-            continue
-        frame_evidence = []
-        for spec in cond.frames:
-            frame = next((f for f in exc.frames if _frame_matches(spec, f)), None)
-            if frame is None:
-                break
-            frame_evidence.append(Evidence(frame.log_line, f'File "{frame.file}", line {frame.line}, in {frame.function}',
-                                           f"traceback passes through {spec.describe()}"))
-        else:
-            head = f"{exc.type}: {exc.message.splitlines()[0]}" if exc.message else exc.type
-            reasons = []
-            if cond.exception:
-                reasons.append(f"exception {exc.short_type}")
-            if cond.message:
-                reasons.append(f"message matches /{cond.message.pattern}/")
-            evidence = [Evidence(exc.log_line, head[:300], " and ".join(reasons) or "raised here")]
-            return evidence + frame_evidence
-    return None
+def _raised(cond: Conditions, exc: RaisedException) -> list[Evidence] | None:
+    """Evidence that this one exception satisfies the exception-scoped conditions."""
+    if cond.exception and not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
+        return None
+    if cond.message and not cond.message.search(exc.message):
+        return None
+    frame_evidence = []
+    for spec in cond.frames:
+        frame = next((f for f in exc.frames if _frame_matches(spec, f)), None)
+        if frame is None:
+            return None
+        frame_evidence.append(Evidence(frame.log_line, f'File "{frame.file}", line {frame.line}, in {frame.function}',
+                                       f"traceback passes through {spec.describe()}"))
+    head = f"{exc.type}: {exc.message.splitlines()[0]}" if exc.message else exc.type
+    reasons = []
+    if cond.exception:
+        reasons.append(f"exception {exc.short_type}")
+    if cond.message:
+        reasons.append(f"message matches /{cond.message.pattern}/")
+    return [Evidence(exc.log_line, head[:300], " and ".join(reasons) or "raised here")] + frame_evidence
+
+
+def _exception_evidence(cond: Conditions, view: LogView) -> list[Evidence] | None:
+    if cond.ranks is None:
+        return next((found for exc in view.exceptions if (found := _raised(cond, exc)) is not None), None)
+    # Which ranks raised it, against every rank the log shows: one rank's bad
+    # shard fails that rank alone; a setting every rank shares fails them all.
+    first, raising = None, set()
+    for exc in view.exceptions:
+        found = _raised(cond, exc)
+        if found is not None:
+            first = first or found
+            raising |= set(view.chain_ranks[id(exc)])
+    if first is None:
+        return None
+    world = set(view.incident.ranks)
+    if cond.ranks == "some":
+        ok = len(world) > 1 and bool(raising) and raising < world
+    else:
+        ok = len(world) <= 1 or raising >= world
+    if not ok:
+        return None
+    shown = ", ".join(map(str, sorted(raising))) or "?"
+    return first + [Evidence(None, f"ranks {shown} of {len(world) or 1}",
+                             f"raised on {cond.ranks} of the ranks in the log")]
 
 
 def _frame_matches(spec, frame) -> bool:

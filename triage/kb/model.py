@@ -29,14 +29,15 @@ class Conditions:
     line: re.Pattern | None = None
     exit_code: int | None = None
     no_traceback: bool | None = None
+    ranks: str | None = None  # "some" | "all": which of the log's ranks raised it
 
     @property
     def exception_scoped(self) -> bool:
-        return bool(self.exception or self.message or self.frames)
+        return bool(self.exception or self.message or self.frames or self.ranks)
 
     @property
     def specificity(self) -> int:
-        return sum(x is not None for x in (self.exception, self.message, self.line, self.exit_code, self.no_traceback)) + len(self.frames)
+        return sum(x is not None for x in (self.exception, self.message, self.line, self.exit_code, self.no_traceback, self.ranks)) + len(self.frames)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,7 @@ def _conditions(spec: dict) -> Conditions:
         line=_re(spec.get("line")),
         exit_code=spec.get("exit_code"),
         no_traceback=spec.get("no_traceback"),
+        ranks=spec.get("ranks"),
     )
 
 
