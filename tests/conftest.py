@@ -11,9 +11,25 @@ CORPUS = ROOT / "corpus"
 
 @pytest.fixture(scope="session")
 def rules():
-    from triage.kb import load_rules
+    from tests.session import session_rules
 
-    return load_rules(ROOT / "rules", use_cache=False)
+    return session_rules()
+
+
+@pytest.fixture(scope="session")
+def corpus_outcomes():
+    """Every committed corpus log classified once per session (triage.evaluate.Outcome)."""
+    from tests.session import corpus_outcomes as outcomes
+
+    return list(outcomes())
+
+
+@pytest.fixture(scope="session")
+def load_sites():
+    """(sites, versions): the checkpoint load path's raise sites, parsed once per session."""
+    from tests.session import load_sites as sites
+
+    return sites()
 
 
 @pytest.fixture

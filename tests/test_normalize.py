@@ -72,7 +72,11 @@ def test_noise_does_not_change_the_incident(name, transform):
     text = LOGS[name]
     noisy = transform(text)
     decoded = decode_log(noisy.encode("utf-8", errors="surrogateescape"), name).text
-    assert _signature(decoded) == _signature(text)
+    expected = _signature(text)
+    if transform is _srun and not expected[1]:
+        # srun's "0: " label names task 0: a log without ranks gains rank 0, rightly.
+        expected = (expected[0], [0], *expected[2:])
+    assert _signature(decoded) == expected
 
 
 def test_progress_bar_redraw_keeps_last_state():
@@ -111,5 +115,6 @@ def test_interleaved_ranks_are_separated():
         merged.append(source.pop(0))
     before = parse("\n".join(rank_lines[0] + rank_lines[1]))[0]
     after = parse("\n".join(merged))[0]
-    assert [(c.final.type, c.final.message, c.ranks) for c in after.chains] == \
-        [(c.final.type, c.final.message, c.ranks) for c in before.chains]
+    # Chains are listed as they complete, which interleaving may reorder.
+    assert sorted((c.final.type, c.final.message, c.ranks) for c in after.chains) == \
+        sorted((c.final.type, c.final.message, c.ranks) for c in before.chains)

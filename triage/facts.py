@@ -17,7 +17,7 @@ _SHARD = re.compile(
     r"(?:zero_pp_rank_\d+_mp_rank_\d+_(?:model|optim)_states\.pt"
     r"|bf16_zero_pp_rank_\d+_mp_rank_\d+_optim_states\.pt"
     r"|mp_rank_\d+_model_states\.pt|layer_\d+-model_\d+-model_states\.pt|layer_\d+-model_states\.pt"
-    r"|expp_rank_\d+_mp_rank_\d+_optim_states\.pt|\blatest\b(?=['\"]|$| ))"
+    r"|expp_rank_\d+_mp_rank_\d+_optim_states\.pt|\blatest\b(?=['\"\s]|$))"
 )
 _SIZE = re.compile(
     r"size mismatch for (?P<param>[^:]+): copying a param with shape (?P<ckpt>torch\.Size\(\[[^\]]*\]\)|\S+)"
@@ -29,35 +29,45 @@ MAX_ITEMS = 200  # keep JSON small on a log that lists 10,000 keys
 
 
 def extract(lines: list[Line], incident) -> None:
+    # One regex pass over the joined log per fact, not a Python loop per line:
+    # a 5,000-line paste must classify in tens of milliseconds.
+    text = "\n".join(line.text for line in lines)
+    for name, pattern in _VERSIONS:
+        if name not in incident.versions:
+            match = pattern.search(text)
+            if match:
+                incident.versions[name] = match.group(1)
     paths: dict[str, None] = {}
+    for match in _PATH.finditer(text):
+        if len(paths) >= MAX_ITEMS:
+            break
+        path = match.group(1)
+        if path not in paths and _is_checkpoint_path(path) and not _in_frame_line(text, match.start()):
+            paths[path] = None
     shards: dict[str, None] = {}
-    for line in lines:
-        text = line.text
-        for name, pattern in _VERSIONS:
-            if name not in incident.versions:
-                match = pattern.search(text)
-                if match:
-                    incident.versions[name] = match.group(1)
-        if "/" in text and len(paths) < MAX_ITEMS and "File \"" not in text:
-            for match in _PATH.finditer(text):
-                if _is_checkpoint_path(match.group(1)):
-                    paths[match.group(1)] = None
-        if ("_states" in text or "latest" in text) and len(shards) < MAX_ITEMS:
-            for match in _SHARD.finditer(text):
-                shards[match.group(0)] = None
-        if "size mismatch" in text and len(incident.size_mismatches) < MAX_ITEMS:
-            for match in _SIZE.finditer(text):
-                incident.size_mismatches.append(
-                    {"param": match["param"].strip(), "checkpoint": _shape(match["ckpt"]), "model": _shape(match["model"])}
-                )
-        if "key(s) in state_dict" in text:
-            for match in _KEYS.finditer(text):
-                target = incident.missing_keys if match["kind"] == "Missing" else incident.unexpected_keys
-                for key in _QUOTED.findall(match["keys"]):
-                    if len(target) < MAX_ITEMS and key not in target:
-                        target.append(key)
+    for match in _SHARD.finditer(text):
+        if len(shards) >= MAX_ITEMS:
+            break
+        shards[match.group(0)] = None
+    for match in _SIZE.finditer(text):
+        if len(incident.size_mismatches) >= MAX_ITEMS:
+            break
+        incident.size_mismatches.append(
+            {"param": match["param"].strip(), "checkpoint": _shape(match["ckpt"]), "model": _shape(match["model"])}
+        )
+    for match in _KEYS.finditer(text):
+        target = incident.missing_keys if match["kind"] == "Missing" else incident.unexpected_keys
+        for key in _QUOTED.findall(match["keys"]):
+            if len(target) < MAX_ITEMS and key not in target:
+                target.append(key)
     incident.paths = list(paths)
     incident.shards = list(shards)
+
+
+def _in_frame_line(text: str, at: int) -> bool:
+    """Is this position on a traceback `File "..."` line? Those are source paths, not facts."""
+    start = text.rfind("\n", 0, at) + 1
+    return text[start:at].lstrip().startswith('File "')
 
 
 def _is_checkpoint_path(path: str) -> bool:

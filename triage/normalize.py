@@ -36,24 +36,36 @@ class Line:
     text: str  # normalized text (prefixes and colours removed, right-stripped)
     rank: int | None = None
     tagged: bool = False  # a timestamp or log-level prefix was removed: a log record
+    labels: int = 0  # how many rank/host labels wrapped it: lines of one stream share the count
 
 
 def normalize(text: str) -> list[Line]:
     lines: list[Line] = []
     has_escape = "\x1b" in text
-    for no, raw in enumerate(text.splitlines(), start=1):
+    # Split on newlines only: str.splitlines() would also split on a bare \r,
+    # and a bare \r is a progress bar redrawing its own line.
+    raws = text.split("\n")
+    if raws and raws[-1] == "":
+        raws.pop()
+    for no, raw in enumerate(raws, start=1):
         if has_escape:
             raw = ANSI.sub("", raw)
-        if "\r" in raw:  # a progress bar redrawn in place: keep what was shown last
-            raw = raw.rsplit("\r", 1)[-1]
-        text_, rank, tagged = strip_prefixes(raw)
-        lines.append(Line(no, text_.rstrip(), rank, tagged))
+        if "\r" in raw:  # CRLF, or a redraw in place: keep what was shown last
+            raw = raw.rstrip("\r").rsplit("\r", 1)[-1]
+        text_, rank, tagged, labels = _strip(raw)
+        lines.append(Line(no, text_.rstrip(), rank, tagged, labels))
     return lines
 
 
 def strip_prefixes(raw: str) -> tuple[str, int | None, bool]:
+    text, rank, tagged, _ = _strip(raw)
+    return text, rank, tagged
+
+
+def _strip(raw: str) -> tuple[str, int | None, bool, int]:
     rank = None
     tagged = False
+    labels = 0
     pos = 0
     # A prefix can only start a line; stop at the first position none matches.
     while True:
@@ -61,8 +73,9 @@ def strip_prefixes(raw: str) -> tuple[str, int | None, bool]:
         if not match or match.end() == pos:
             break
         number = match.group("r1") or match.group("r2") or match.group("r3")
-        if number is not None and rank is None:
-            rank = int(number)
+        if number is not None:
+            rank = int(number)  # the innermost label wins: srun's "0: [rank1]:" is torch rank 1
         tagged = tagged or match.group("tag") is not None
+        labels += match.group("tag") is None
         pos = match.end()
-    return raw[pos:], rank, tagged
+    return raw[pos:], rank, tagged, labels

@@ -42,7 +42,7 @@ def render_report(report: Report, style: Style | None = None) -> str:
         out.append("note: the log was larger than 32 MiB; its head and tail were read")
     if not report.hypotheses:
         out.append(style("no checkpoint-loading failure recognised (category: unknown)", "1"))
-        out.append("If this is a checkpoint load failure, `ds-triage runbook QUERY` searches the rules by text.")
+        out.append("If this is a checkpoint-loading failure, `ds-triage rules list` shows the failures ds-triage knows; please report the log.")
         return "\n".join(out) + "\n"
     top = report.top
     verdict = "not a checkpoint-loading failure" if top.rule.category == "unknown" else top.rule.category
@@ -60,8 +60,12 @@ def render_report(report: Report, style: Style | None = None) -> str:
                 out.append(style(f"     ({evidence.why})", "2"))
     out.append("")
     out.append(style("verify, in order (" + " -> ".join(PHASES[:5]) + "):", "1"))
+    seen: set[str] = set()  # two causes often share a check (`ls -la` of the tag dir): run it once
     for h in report.in_verification_order():
         for step in report.verify_steps(h):
+            if step["command"] in seen:
+                continue
+            seen.add(step["command"])
             out.append(f"  [{h.rule.id}] {step['command']}")
             out.append(style(f"      {step['shows']}", "2"))
     out.append("")

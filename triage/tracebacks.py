@@ -55,6 +55,10 @@ def collapse(chains: list[Chain]) -> list[Chain]:
     return list(merged.values())
 
 
+# concurrent.futures wraps a worker's traceback in triple quotes (_RemoteTraceback).
+_QUOTES = '"""'
+
+
 def _parse_group(lines: list[Line]) -> list[Chain]:
     chains: list[Chain] = []
     current: list[RaisedException] = []
@@ -72,7 +76,7 @@ def _parse_group(lines: list[Line]) -> list[Chain]:
             current[-1].link = link
             i += 1
             continue
-        if current and text and not text.startswith(TRACEBACK):
+        if current and text and text != _QUOTES and not text.startswith(TRACEBACK):
             # Anything else ends the chain (blank lines may stand between links).
             if current[-1].link is None:
                 chains.append(Chain(current))
@@ -118,7 +122,13 @@ def _read_message(lines: list[Line], i: int, header: re.Match, frames: list[Fram
     while i < len(lines) and len(parts) < MAX_MESSAGE_LINES:
         line = lines[i]
         text = line.text
-        if not text.strip() or line.tagged or text.strip() in CHAIN_LINKS or text.strip() == TRACEBACK:
+        if not text.strip() or text.strip() in CHAIN_LINKS or text.strip() == TRACEBACK or text.strip() == _QUOTES:
+            break
+        if line.labels != start.labels:
+            break  # another stream (a line no rank label wraps) is not this message
+        if line.tagged and not (start.tagged and text[:1] in " \t"):
+            # A new log record ends the message, unless a log pipeline tagged every
+            # line: then an indented line (torch's "\tsize mismatch ...") continues it.
             break
         if FRAME.match(text):
             break

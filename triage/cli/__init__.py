@@ -9,7 +9,7 @@ import sys
 from triage import __version__
 from triage.errors import EXIT_INTERNAL, EXIT_USAGE, TriageError
 
-SUBCOMMANDS = ("classify", "rules")
+SUBCOMMANDS = ("classify", "eval", "rules")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`ds-triage rules lint|list`: check and list the knowledge base."""
+"""`ds-triage rules lint|list|docs`: check, list and document the knowledge base."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from triage.errors import EXIT_BAD_RULES
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("rules", help="lint or list the rules", description="Work with the rule files.")
+    parser = subparsers.add_parser("rules", help="lint, list or document the rules", description="Work with the rule files.")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     lint = actions.add_parser("lint", help="validate every rule file (schema, regexes, examples, cross-rule checks)")
     lint.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
@@ -17,6 +17,15 @@ def register(subparsers) -> None:
     listing = actions.add_parser("list", help="list the rules: id, category, title")
     listing.add_argument("--rules", metavar="DIR")
     listing.set_defaults(run=run_list)
+    docs = actions.add_parser(
+        "docs", help="generate docs/rules/*.md and docs/load-sites.md from the rules",
+        description="Write docs/rules/index.md, one docs/rules/<ID>.md per rule and docs/load-sites.md. "
+        "With --check, write nothing and exit 1 when the docs on disk differ.",
+    )
+    docs.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    docs.add_argument("--out", metavar="DIR", help="docs directory (default: docs/ beside the rules directory)")
+    docs.add_argument("--check", action="store_true", help="exit 1 if the generated docs differ from what is on disk")
+    docs.set_defaults(run=run_docs)
 
 
 def run_lint(args) -> int:
@@ -39,4 +48,27 @@ def run_list(args) -> int:
 
     for rule in sorted(load_rules(args.rules).rules, key=lambda r: (r.category, r.id)):
         print(f"{rule.id}  {rule.category:<22} {rule.title}")
+    return 0
+
+
+def run_docs(args) -> int:
+    from triage import docgen
+    from triage.kb import load_rules
+
+    rules = load_rules(args.rules)
+    out = args.out or rules.directory.resolve().parent / "docs"
+    files = docgen.generate(rules, out)
+    if args.check:
+        problems = docgen.stale(out, files)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        if problems:
+            print(f"ds-triage: docs are stale: run `{docgen.REGENERATE}`", file=sys.stderr)
+            return 1
+        print(f"{len(files)} docs up to date")
+        return 0
+    changed = docgen.write(out, files)
+    for line in changed:
+        print(line, file=sys.stderr)
+    print(f"{len(files)} docs, {len(changed)} changed")
     return 0

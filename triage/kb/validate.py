@@ -21,6 +21,10 @@ _WRITES = re.compile(
     r"|(?<![0-9&])>(?!&)|\btorch\.save\b|\.unlink\(|open\([^)]*['\"][wa]"
 )
 _CONDITION_REGEX_KEYS = ("exception", "message", "line")
+# A reference's `function`: a dotted name (Class.method, function), or an fnmatch glob
+# over one (DeepSpeedZeroOptimizer.*, merge_*_slices, _load_[a-z]*); triage.coverage
+# matches it against the qualified and the bare name of each load-path raise site.
+_FUNCTION_REF = re.compile(r"[A-Za-z_*?\[][A-Za-z0-9_.*?\[\]!-]*")
 
 
 def schema_problems(source: RuleSource, validator) -> list[str]:
@@ -80,6 +84,15 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
         unknown = fields - TEMPLATE_FIELDS
         if unknown:
             report(where, f"unknown placeholder(s) {sorted(unknown)}. Use {sorted(TEMPLATE_FIELDS)}")
+    for index, reference in enumerate(rule["references"]):
+        function = reference.get("function")
+        if function is not None and not _FUNCTION_REF.fullmatch(function):
+            report(("references", index, "function"),
+                   f"function {function!r} is not a function name or glob. Write Class.method or function, "
+                   "without parentheses or arguments; globs * ? [...] are allowed (DeepSpeedZeroOptimizer.*)")
+        if function is not None and "source" not in reference:
+            report(("references", index, "function"),
+                   "function without source. Add the file that defines it: source: deepspeed/runtime/engine.py")
     for index, example in enumerate(rule["examples"]):
         if "file" in example and not (repo_root / example["file"]).is_file():
             report(("examples", index, "file"), f"example file {example['file']} does not exist. Give a path from the repository root")

@@ -1,0 +1,118 @@
+"""The docs generated from the rules (docs/rules/, docs/load-sites.md) are fresh and complete."""
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+from triage import docgen
+from triage.cli import main
+from triage.kb.index import RuleSet
+from triage.rule_docs import SECTIONS, code, describe_conditions
+
+DOCS = ROOT / "docs"
+REGENERATE = "docs are stale: run `ds-triage rules docs`"
+
+
+@pytest.fixture(scope="module")
+def generated(rules, load_sites):
+    sites, versions = load_sites
+    return docgen.generate(rules, DOCS, sites, versions)
+
+
+def test_generated_docs_are_fresh(generated):
+    problems = docgen.stale(DOCS, generated)
+    assert not problems, REGENERATE + "\n" + "\n".join(f"  {p}" for p in problems)
+
+
+def test_every_rule_has_its_page(rules):
+    index = (DOCS / "rules" / "index.md").read_text() if (DOCS / "rules" / "index.md").is_file() else ""
+    missing = [r.id for r in rules.rules if not (DOCS / "rules" / f"{r.id}.md").is_file()]
+    unlisted = [r.id for r in rules.rules if f"]({r.id}.md)" not in index]
+    assert not missing and not unlisted, f"{REGENERATE}\n  no page: {missing}\n  not in index.md: {unlisted}"
+
+
+def test_pages_have_the_fixed_sections_in_order(generated, rules):
+    for rule in rules.rules:
+        text = generated[f"rules/{rule.id}.md"]
+        assert re.findall(r"^## (.+)$", text, re.M) == list(SECTIONS), rule.id
+        assert text.splitlines()[2] == f"# {rule.id}: {rule.title}"
+
+
+def test_generation_is_deterministic(generated, rules, load_sites):
+    sites, versions = load_sites
+    shuffled = RuleSet(list(reversed(rules.rules)), rules.directory, rules.digest)
+    assert docgen.generate(shuffled, DOCS, list(reversed(sites)), dict(reversed(list(versions.items())))) == generated
+
+
+def test_load_sites_page_counts_and_names_rules(generated, load_sites, rules):
+    sites, _ = load_sites
+    page = generated["load-sites.md"]
+    assert re.search(rf"^{len(sites)} sites: \d+ covered, \d+ uncovered\.$", page, re.M)
+    rows = [line for line in page.splitlines() if re.match(r"^\| \d+ \|", line)]
+    assert len(rows) == len(sites)
+    for rule in rules.rules:
+        for reference in rule.data["references"]:
+            if reference.get("source") == "deepspeed/runtime/state_dict_factory.py" \
+                    and reference.get("function") == "SDLoaderBase.check_ckpt_list":
+                assert f"[{rule.id}](rules/{rule.id}.md)" in page
+
+
+def test_code_spans_survive_backticks_and_tables():
+    assert code("a`b") == "`` a`b ``"
+    assert code("plain") == "`plain`"
+    assert code("x\ny") == "`x\\ny`"
+
+
+def test_conditions_read_as_sentences():
+    parts = describe_conditions({
+        "exception": "AssertionError", "message": "^$", "ranks": "some", "exit_code": -9, "no_traceback": True,
+        "frame": {"file": "runtime/state_dict_factory.py", "function": "check_ckpt_list", "code": "len"},
+        "line": "Unable to find latest",
+    })
+    assert parts == [
+        "the exception type is `AssertionError`",
+        "its message is empty (a bare `assert` or `raise`)",
+        "its traceback passes through a frame with file `runtime/state_dict_factory.py`, function `check_ckpt_list`, "
+        "source line matching `len`",
+        "it was raised on some but not all of the log's ranks",
+        "a log line contains a match for `Unable to find latest`",
+        "a rank or the launcher exited with code -9 (SIGKILL, often the OOM killer)",
+        "the log holds no Python traceback",
+    ]
+
+
+def test_cli_writes_then_checks_then_finds_staleness(tmp_path, capsys, monkeypatch, generated):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(docgen, "load_sites", lambda: ([], {}))  # the site parse is covered above
+    out = tmp_path / "docs"
+    assert main(["rules", "docs", "--out", str(out)]) == 0
+    assert (out / "rules" / "index.md").is_file() and (out / "load-sites.md").is_file()
+    assert main(["rules", "docs", "--out", str(out), "--check"]) == 0
+    capsys.readouterr()
+
+    page = next((out / "rules").glob("DS-*.md"))
+    page.write_text(page.read_text() + "hand edit\n")
+    (out / "rules" / "DS-X999.md").write_text("a page of a rule that is gone\n")
+    assert main(["rules", "docs", "--out", str(out), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert f"changed {page}" in err and f"extra {out / 'rules' / 'DS-X999.md'}" in err
+    assert err.rstrip().splitlines()[-1] == f"ds-triage: {REGENERATE}"
+
+    assert main(["rules", "docs", "--out", str(out)]) == 0
+    assert not (out / "rules" / "DS-X999.md").exists()
+    assert main(["rules", "docs", "--out", str(out), "--check"]) == 0
+
+
+def test_missing_site_source_is_a_clear_error(monkeypatch, capsys, tmp_path):
+    import triage.sites
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def not_installed(*args, **kwargs):
+        raise ModuleNotFoundError("package 'deepspeed' is not installed")
+
+    monkeypatch.setattr(triage.sites, "load_path_sites", not_installed)
+    assert main(["rules", "docs", "--out", str(tmp_path / "docs")]) == 3
+    err = capsys.readouterr().err
+    assert "package 'deepspeed' is not installed" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,110 @@
+"""Generate the docs that come from the rules, write them, or check them against disk.
+
+`generate(rules, out)` returns {path under out: text}: rules/index.md, rules/<ID>.md for
+each rule, and load-sites.md. Nothing in it depends on the clock or on the order files
+are found in, so `--check` is stable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from triage.errors import BadInput
+from triage.kb.index import RuleSet, rule_files
+from triage.rule_docs import index_page, rule_page
+from triage.site_docs import load_sites_page
+
+REGENERATE = "ds-triage rules docs"
+PAGE_GLOB = "DS-*.md"  # rule pages; any other file under docs/rules is left alone
+
+
+def load_sites():
+    """(sites, versions) from the installed deepspeed and torch source (parsed, not imported)."""
+    from importlib import metadata
+
+    from triage.sites import load_path_sites
+
+    try:
+        sites = load_path_sites()
+    except ModuleNotFoundError as exc:
+        raise BadInput(f"docs/load-sites.md is read from the deepspeed and torch source: {exc} "
+                       "(install them: pip install -e '.[probe]')") from None
+    versions = {}
+    for name in ("deepspeed", "torch"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "(version unknown)"
+    return sites, versions
+
+
+def rule_sources(rules: RuleSet) -> dict[str, Path]:
+    """Rule id -> its file. The validator makes every file name start with its rule's id."""
+    out = {}
+    for path in rule_files(rules.directory):
+        for rule in rules.rules:
+            if path.stem == rule.id or path.stem.startswith(rule.id + "-"):
+                out[rule.id] = path
+    return out
+
+
+def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict[str, str]:
+    from triage.coverage import coverage
+
+    out = Path(out).resolve()
+    root = rules.directory.resolve().parent
+    pages_dir = out / "rules"
+
+    def link(path_from_root: str | Path) -> str:
+        return Path(os.path.relpath(root / path_from_root, pages_dir)).as_posix()
+
+    sources = rule_sources(rules)
+    ordered = sorted(rules.rules, key=lambda r: r.id)
+    files = {"rules/index.md": index_page(ordered)}
+    for rule in ordered:
+        source = sources.get(rule.id)
+        shown = source.resolve().relative_to(root).as_posix() if source else rule.path
+        files[f"rules/{rule.id}.md"] = rule_page(rule, shown, link)
+    if sites is None:
+        sites, versions = load_sites()
+    files["load-sites.md"] = load_sites_page(coverage(sites, ordered), versions or {})
+    return dict(sorted(files.items()))
+
+
+def stale(out: str | Path, files: dict[str, str]) -> list[str]:
+    """What differs on disk: 'missing X', 'changed X', 'extra X' (a page of no rule)."""
+    out = Path(out)
+    problems = []
+    for name, text in files.items():
+        path = out / name
+        if not path.is_file():
+            problems.append(f"missing {path}")
+        elif path.read_text(encoding="utf-8") != text:
+            problems.append(f"changed {path}")
+    problems += [f"extra {path}" for path in _orphans(out, files)]
+    return problems
+
+
+def write(out: str | Path, files: dict[str, str]) -> list[str]:
+    """Write what differs, delete pages of rules that no longer exist; returns what changed."""
+    out = Path(out)
+    changed = []
+    for name, text in files.items():
+        path = out / name
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        changed.append(f"wrote {path}")
+    for path in _orphans(out, files):
+        path.unlink()
+        changed.append(f"removed {path}")
+    return changed
+
+
+def _orphans(out: Path, files: dict[str, str]) -> list[Path]:
+    pages = out / "rules"
+    if not pages.is_dir():
+        return []
+    return sorted(p for p in pages.glob(PAGE_GLOB) if f"rules/{p.name}" not in files)

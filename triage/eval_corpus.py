@@ -1,0 +1,88 @@
+"""Read a labelled corpus (manifest.yaml + logs) and classify every case once.
+
+The manifest is a YAML list of cases: `id`, `log` (a path under the corpus dir),
+`kind` (failure, silent, negative, clean), `expected_category` (required for failure and
+silent cases) and the optional `expected_rule`. A case without `log` is skipped.
+Problems with the corpus are `BadInput` (exit 3), one line each.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from triage.errors import BadInput
+from triage.evaluate import KINDS, LABELLED, Case, Outcome, outcome_from_report
+
+MANIFEST = "manifest.yaml"
+
+
+def load_cases(corpus_dir: str | Path) -> list[Case]:
+    import yaml
+
+    corpus = Path(corpus_dir)
+    if not corpus.is_dir():
+        raise BadInput(f"no such corpus directory: {corpus}")
+    manifest = corpus / MANIFEST
+    if not manifest.is_file():
+        raise BadInput(f"{corpus} has no {MANIFEST}: pass a corpus directory (default: the bundled corpus/)")
+    try:
+        entries = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BadInput(f"{manifest}: cannot read the manifest: {first}") from None
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        raise BadInput(f"{manifest}: expected a list of cases, got {type(entries).__name__}")
+    cases = []
+    for number, entry in enumerate(entries, start=1):
+        case = _case(entry, number, manifest)
+        if case is not None:
+            cases.append(case)
+    return cases
+
+
+def _case(entry, number: int, manifest: Path) -> Case | None:
+    where = f"{manifest}: case #{number}"
+    if not isinstance(entry, dict):
+        raise BadInput(f"{where}: expected a mapping with id, log, kind")
+    if entry.get("id"):
+        where += f" ({entry['id']})"
+    if not entry.get("log"):
+        return None
+    for key in ("id", "kind"):
+        if not entry.get(key):
+            raise BadInput(f"{where}: lacks '{key}'")
+    if entry["kind"] not in KINDS:
+        raise BadInput(f"{where}: kind {entry['kind']!r} is not one of {', '.join(KINDS)}")
+    if entry["kind"] in LABELLED and not entry.get("expected_category"):
+        raise BadInput(f"{where}: a {entry['kind']} case needs expected_category")
+    return Case(str(entry["id"]), str(entry["log"]), entry["kind"],
+                entry.get("expected_category"), entry.get("expected_rule"))
+
+
+def read_case_log(corpus_dir: str | Path, case: Case):
+    """The case's log as `classify` reads it (triage.inputs: decoded, NULs dropped)."""
+    from triage.inputs import decode_log
+
+    path = Path(corpus_dir) / case.log
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the log of case {case.id}: {exc.strerror or exc}") from None
+    return decode_log(data, str(path))
+
+
+def run_cases(corpus_dir: str | Path, cases: list[Case], rules) -> list[Outcome]:
+    """Classify each case's log once with the given rules, timing the classify call."""
+    from triage.classifier import classify
+
+    outcomes = []
+    for case in cases:
+        log = read_case_log(corpus_dir, case)
+        started = time.perf_counter()
+        report = classify(log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors)
+        elapsed = time.perf_counter() - started
+        outcomes.append(outcome_from_report(case, report, elapsed, len(log.text.splitlines())))
+    return outcomes
