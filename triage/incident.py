@@ -36,6 +36,7 @@ class Chain:
     exceptions: list[RaisedException]
     ranks: list[int] = field(default_factory=list)
     copies: int = 1  # how many times the same chain was printed (ranks, retries)
+    bare: bool = False  # only the `Type: message` line was in the log, no traceback
 
     @property
     def final(self) -> RaisedException:

@@ -160,7 +160,7 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
     """Evidence that every condition holds, or None."""
     evidence: list[Evidence] = []
     if cond.no_traceback is not None:
-        if cond.no_traceback != (not view.exceptions):
+        if cond.no_traceback != (not any(not chain.bare for chain in view.incident.chains)):
             return None
         evidence.append(Evidence(None, "", "no Python traceback in the log" if cond.no_traceback else "a traceback is present"))
     if cond.exit_code is not None:

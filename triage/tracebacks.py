@@ -38,8 +38,25 @@ def parse_chains(lines: list[Line]) -> list[Chain]:
             if rank is not None:
                 chain.ranks = [rank]
             chains.append(chain)
+    if not chains:
+        chains = _bare_exceptions(lines)
     chains.sort(key=lambda c: c.exceptions[0].frames[0].log_line if c.exceptions[0].frames else c.final.log_line)
     return collapse(chains)
+
+
+# A paste of just the last line ("AssertionError: ...") still names the exception.
+_BARE = re.compile(r"(?P<type>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: (?P<msg>.*))?$")
+
+
+def _bare_exceptions(lines: list[Line]) -> list[Chain]:
+    """Frameless exceptions from a log that holds no traceback at all."""
+    chains = []
+    for i, line in enumerate(lines):
+        header = _BARE.match(line.text.strip())
+        if header:
+            exc, _ = _read_message(lines, i, header, [])
+            chains.append(Chain([exc], [line.rank] if line.rank is not None else [], bare=True))
+    return chains
 
 
 def collapse(chains: list[Chain]) -> list[Chain]:

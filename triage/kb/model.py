@@ -107,12 +107,12 @@ def _conditions(spec: dict) -> Conditions:
         exception=_re(spec.get("exception")),
         message=_re(spec.get("message")),
         frames=tuple(FrameSpec(f.get("file"), _re(f.get("function")), _re(f.get("code"))) for f in frames),
-        line=_re(spec.get("line")),
+        line=_re(spec.get("line"), re.MULTILINE),  # ^ and $ anchor at each log line
         exit_code=spec.get("exit_code"),
         no_traceback=spec.get("no_traceback"),
         ranks=spec.get("ranks"),
     )
 
 
-def _re(pattern: str | None) -> re.Pattern | None:
-    return re.compile(pattern) if pattern is not None else None
+def _re(pattern: str | None, flags: int = 0) -> re.Pattern | None:
+    return re.compile(pattern, flags) if pattern is not None else None
