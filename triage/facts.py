@@ -8,9 +8,10 @@ from triage.normalize import Line
 
 _VERSIONS = (
     ("deepspeed", re.compile(r"DeepSpeed info: version=(\d+\.\d+\.\d+\S*)")),
-    ("deepspeed", re.compile(r"\bdeepspeed (?:version|install version)\s*\.*\s*\[?(\d+\.\d+\.\d+[^\s\],]*)")),
-    ("torch", re.compile(r"\btorch (?:version|install version)\s*\.*\s*\[?(\d+\.\d+\.\d+[^\s\],]*)")),
-    ("checkpoint_deepspeed", re.compile(r"\bds_version['\"]?\s*[:=]\s*['\"]?(\d+\.\d+\.\d+[^\s'\",]*)")),
+    # Literal first: a leading \b would stop sre's fast literal scan over a multi-MB log.
+    ("deepspeed", re.compile(r"deepspeed (?:version|install version)\s*\.*\s*\[?(\d+\.\d+\.\d+[^\s\],]*)")),
+    ("torch", re.compile(r"torch (?:version|install version)\s*\.*\s*\[?(\d+\.\d+\.\d+[^\s\],]*)")),
+    ("checkpoint_deepspeed", re.compile(r"ds_version['\"]?\s*[:=]\s*['\"]?(\d+\.\d+\.\d+[^\s'\",]*)")),
 )
 _PATH = re.compile(r"(?<![\w.])(/(?:[\w.@+-]+/)*[\w.@+-]+)")
 _SHARD = re.compile(
@@ -38,11 +39,10 @@ def extract(lines: list[Line], incident) -> None:
             if match:
                 incident.versions[name] = match.group(1)
     paths: dict[str, None] = {}
-    for match in _PATH.finditer(text):
+    for path in dict.fromkeys(_PATH.findall(text)):  # unique, in order of appearance
         if len(paths) >= MAX_ITEMS:
             break
-        path = match.group(1)
-        if path not in paths and _is_checkpoint_path(path) and not _in_frame_line(text, match.start()):
+        if not path.endswith(".py") and _is_checkpoint_path(path):  # .py: a traceback's source file
             paths[path] = None
     shards: dict[str, None] = {}
     for match in _SHARD.finditer(text):
@@ -62,12 +62,6 @@ def extract(lines: list[Line], incident) -> None:
                 target.append(key)
     incident.paths = list(paths)
     incident.shards = list(shards)
-
-
-def _in_frame_line(text: str, at: int) -> bool:
-    """Is this position on a traceback `File "..."` line? Those are source paths, not facts."""
-    start = text.rfind("\n", 0, at) + 1
-    return text[start:at].lstrip().startswith('File "')
 
 
 def _is_checkpoint_path(path: str) -> bool:

@@ -63,7 +63,7 @@ class LogView:
         self.chain_ranks = {id(e): chain.ranks for chain in incident.chains for e in chain.exceptions}
         self._fuzzy: list[tuple[int | None, str]] | None = None
 
-    def find_line(self, pattern: re.Pattern) -> Line | None:
+    def find_line(self, pattern) -> Line | None:
         match = pattern.search(self.text)
         if match is None:
             return None
@@ -169,16 +169,19 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
             return None
         who = "the launcher" if ranks == [-1] else f"rank {', '.join(str(r) for r in ranks if r >= 0)}"
         evidence.append(Evidence(None, f"exit code {cond.exit_code}", f"{who} exited with code {cond.exit_code}"))
+    # The exception check first: it reads a few parsed exceptions, while a line
+    # condition searches the whole log, so most patterns stop before the search.
+    found: list[Evidence] = []
+    if cond.exception_scoped:
+        found = _exception_evidence(cond, view)
+        if found is None:
+            return None
     if cond.line is not None:
         line = view.find_line(cond.line)
         if line is None:
             return None
         evidence.append(Evidence(line.no, line.text.strip()[:300], f"line matches /{cond.line.pattern}/"))
-    if cond.exception_scoped:
-        found = _exception_evidence(cond, view)
-        if found is None:
-            return None
-        evidence.extend(found)
+    evidence.extend(found)
     return evidence
 
 

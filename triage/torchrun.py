@@ -31,6 +31,8 @@ def parse_summary(lines: list[Line]) -> tuple[int | None, dict[int, int]]:
     rank: int | None = None
     for line in lines:
         text = line.text
+        if "rank" not in text and "exit" not in text and "Root Cause" not in text:
+            continue  # most of a log: skip the regexes
         if text.strip() == _ROOT:
             in_root = True
             continue

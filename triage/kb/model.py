@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True, slots=True)
 class FrameSpec:
     file: str | None
-    function: re.Pattern | None
-    code: re.Pattern | None
+    function: Regex | None
+    code: Regex | None
 
     def describe(self) -> str:
         parts = [self.file or "*"]
@@ -23,10 +23,10 @@ class FrameSpec:
 class Conditions:
     """All must hold. exception/message/frames hold for one same exception."""
 
-    exception: re.Pattern | None = None
-    message: re.Pattern | None = None
+    exception: Regex | None = None
+    message: Regex | None = None
     frames: tuple[FrameSpec, ...] = ()
-    line: re.Pattern | None = None
+    line: Regex | None = None
     exit_code: int | None = None
     no_traceback: bool | None = None
     ranks: str | None = None  # "some" | "all": which of the log's ranks raised it
@@ -114,5 +114,33 @@ def _conditions(spec: dict) -> Conditions:
     )
 
 
-def _re(pattern: str | None, flags: int = 0) -> re.Pattern | None:
-    return re.compile(pattern, flags) if pattern is not None else None
+class Regex:
+    """A rule regex compiled on first use. Compiling all ~500 of them costs more than
+    a whole classification, and most are never reached: a pattern stops at its
+    first condition that fails."""
+
+    __slots__ = ("pattern", "flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern = pattern
+        self.flags = flags
+        self._compiled: re.Pattern | None = None
+
+    def _get(self) -> re.Pattern:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
+
+    def search(self, text: str):
+        return self._get().search(text)
+
+    def match(self, text: str):
+        return self._get().match(text)
+
+    def fullmatch(self, text: str):
+        return self._get().fullmatch(text)
+
+
+def _re(pattern: str | None, flags: int = 0) -> Regex | None:
+    # Validation (kb/validate.py) has compiled every pattern before it reached the cache.
+    return Regex(pattern, flags) if pattern is not None else None
