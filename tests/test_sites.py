@@ -175,3 +175,22 @@ def test_main_prints_table(capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == len(all_sites())
     assert any("SDLoaderBase.check_ckpt_list" in line for line in out)
+
+
+def test_a_raise_its_own_try_catches_is_not_a_site(tmp_path):
+    import textwrap
+
+    from triage.sites import _scan_file
+
+    (tmp_path / "mod.py").write_text(textwrap.dedent("""\
+        def load(f):
+            try:
+                if f.changed():
+                    raise OSError          # caught just below: only a warning
+                raise KeyError("kept")      # not caught by this try
+            except OSError:
+                warn("source changed")
+            raise ValueError("escapes")
+        """))
+    sites = _scan_file("deepspeed", str(tmp_path), "mod.py", None, False)
+    assert sorted(s.exception for s in sites) == ["KeyError", "ValueError"]

@@ -142,15 +142,36 @@ def _exc_name(node: ast.Raise, handlers: list) -> str:
     return ast.unparse(exc)
 
 
+def _caught(node: ast.Try) -> set:
+    """Exception names the handlers of this try catch ("*": a bare except)."""
+    names = set()
+    for handler in node.handlers:
+        if handler.type is None:
+            names.add("*")
+        elif isinstance(handler.type, ast.Tuple):
+            names.update(ast.unparse(elt) for elt in handler.type.elts)
+        else:
+            names.add(ast.unparse(handler.type))
+    return names
+
+
 def _sites_in(func: ast.AST, qual: str) -> Iterator[tuple[str, ast.AST, list, dict]]:
-    """Yield (innermost qualname, raise/assert node, enclosing except handlers, prior str assigns)."""
-    def visit(node, qual, handlers, assigns):
+    """Yield (innermost qualname, raise/assert node, enclosing except handlers, prior str assigns).
+
+    A raise inside a try whose own handler catches that very type never leaves the
+    function (torch's `_check_container_source` raises OSError to warn), so it is skipped.
+    """
+    def visit(node, qual, handlers, assigns, guards):
         for child in ast.iter_child_nodes(node):
+            inner_guards = guards | _caught(node) if isinstance(node, ast.Try) and child in node.body else guards
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield from visit(child, f"{qual}.{child.name}", [], dict(assigns))
+                yield from visit(child, f"{qual}.{child.name}", [], dict(assigns), set())
                 continue
             if isinstance(child, ast.ClassDef):
-                yield from visit(child, f"{qual}.{child.name}", [], dict(assigns))
+                yield from visit(child, f"{qual}.{child.name}", [], dict(assigns), set())
+                continue
+            if isinstance(child, ast.Raise) and child.exc is not None and \
+                    (_exc_name(child, handlers) in inner_guards or "*" in inner_guards):
                 continue
             if isinstance(child, (ast.Raise, ast.Assert)):
                 yield qual, child, handlers, dict(assigns)
@@ -160,8 +181,8 @@ def _sites_in(func: ast.AST, qual: str) -> Iterator[tuple[str, ast.AST, list, di
                     isinstance(child.op, ast.Add) and child.target.id in assigns:
                 assigns[child.target.id] = ast.BinOp(assigns[child.target.id], ast.Add(), child.value)
             inner = handlers + [child] if isinstance(child, ast.ExceptHandler) else handlers
-            yield from visit(child, qual, inner, assigns)
-    yield from visit(func, qual, [], {})
+            yield from visit(child, qual, inner, assigns, inner_guards)
+    yield from visit(func, qual, [], {}, set())
 
 
 def _called_names(func: ast.AST, class_names: set) -> tuple[set, set]:
