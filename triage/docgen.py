@@ -1,7 +1,7 @@
 """Generate the docs that come from the rules, write them, or check them against disk.
 
-`generate(rules, out)` returns {path under out: text}: rules/index.md, rules/<ID>.md for
-each rule, and load-sites.md. Nothing in it depends on the clock or on the order files
+`generate(rules, out)` returns {path under out: text}: rules/index.md (by category),
+rules/errors.md (by error text), rules/<ID>.md for each rule, and load-sites.md. Nothing in it depends on the clock or on the order files
 are found in, so `--check` is stable.
 """
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 from triage.errors import BadInput
 from triage.kb.index import RuleSet, rule_files
-from triage.rule_docs import index_page, rule_page
+from triage.rule_docs import errors_page, index_page, rule_page
+from triage.example_lines import example_error
 from triage.site_docs import load_sites_page
 
 REGENERATE = "ds-triage rules docs"
@@ -61,11 +62,11 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
 
     sources = rule_sources(rules)
     ordered = sorted(rules.rules, key=lambda r: r.id)
-    files = {"rules/index.md": index_page(ordered)}
+    files = {"rules/index.md": index_page(ordered), "rules/errors.md": errors_page(ordered)}
     for rule in ordered:
         source = sources.get(rule.id)
         shown = source.resolve().relative_to(root).as_posix() if source else rule.path
-        files[f"rules/{rule.id}.md"] = rule_page(rule, shown, link)
+        files[f"rules/{rule.id}.md"] = rule_page(rule, shown, link, example_error(rule, root))
     if sites is None:
         sites, versions = load_sites()
     files["load-sites.md"] = load_sites_page(coverage(sites, ordered), versions or {})

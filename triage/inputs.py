@@ -34,18 +34,19 @@ def read_log(path: str, max_bytes: int = MAX_BYTES) -> LogText:
     if path == "-":
         data = sys.stdin.buffer.read()
     else:
-        data = _read_file(path)
+        data = read_file(path)
     return decode_log(data, source, max_bytes)
 
 
-def _read_file(path: str) -> bytes:
+def read_file(path: str, limit: int = -1, *, what: str = "a log file (or '-' for stdin)") -> bytes:
+    """A file the user named, or BadInput with one line saying why it cannot be read."""
     try:
         with open(path, "rb") as handle:
-            return handle.read()
+            return handle.read(limit)
     except FileNotFoundError:
         raise BadInput(f"no such file: {path}") from None
     except IsADirectoryError:
-        raise BadInput(f"{path} is a directory; pass a log file (or '-' for stdin)") from None
+        raise BadInput(f"{path} is a directory; pass {what}") from None
     except PermissionError:
         raise BadInput(f"permission denied reading {path} (running as uid {os.getuid()})") from None
     except OSError as exc:

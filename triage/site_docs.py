@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from triage.coverage import per_file, site_source
-from triage.rule_docs import code
+from triage.rule_docs import table_code as _table_code
 
 MESSAGE_CHARS = 160
-
-
-def _table_code(text: str) -> str:
-    # In a GFM table a pipe ends the cell even inside a code span, unless escaped.
-    return code(text).replace("|", "\\|")
 
 
 def _message(site) -> str:

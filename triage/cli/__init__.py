@@ -9,7 +9,7 @@ import sys
 from triage import __version__
 from triage.errors import EXIT_INTERNAL, EXIT_USAGE, TriageError
 
-SUBCOMMANDS = ("classify", "eval", "rules")
+SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
+from triage.cli.output import emit
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
 
 
@@ -41,9 +41,5 @@ def run(args) -> int:
         log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors,
         facts={"ckpt": args.ckpt, "tag": args.tag, "config": args.config},
     )
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render_report(report, Style.for_stream(sys.stdout)))
+    emit(args.json, report.to_json, lambda: render_report(report, Style.for_stream(sys.stdout)))
     return EXIT_FOUND if report.is_checkpoint_failure else EXIT_UNKNOWN

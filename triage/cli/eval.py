@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
+from triage.cli.output import emit
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
 
 
@@ -33,12 +33,9 @@ def run(args) -> int:
     cases = load_cases(corpus)  # before the rules: a bad corpus dir is reported first
     rules = load_rules(args.rules)
     result = evaluate(run_cases(corpus, cases, rules))
-    if args.json:
-        rule_set = {"directory": str(rules.directory), "count": len(rules.rules), "digest": rules.digest}
-        json.dump(result.to_json(corpus=str(corpus), rule_set=rule_set), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render(result, corpus, len(rules.rules)))
+    rule_set = {"directory": str(rules.directory), "count": len(rules.rules), "digest": rules.digest}
+    emit(args.json, lambda: result.to_json(corpus=str(corpus), rule_set=rule_set),
+         lambda: render(result, corpus, len(rules.rules)))
     if not result.passed:
         failed = "; ".join(g.detail for g in result.gates if not g.passed)
         print(f"ds-triage: eval gates failed: {failed}", file=sys.stderr)

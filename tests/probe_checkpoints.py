@@ -1,0 +1,133 @@
+"""Real faulted checkpoints for the probe tests, made by the corpus generator.
+
+Two baselines (ZeRO-2 dp 2 and ZeRO-3 dp 2, fp32) are trained and saved by real DeepSpeed
+through `corpus.generate.build_base`, once per machine and fingerprint (deepspeed version +
+the worker scripts): about 30 s the first time, then reused. Each scenario is a copy of its
+baseline with the corpus scenario's own fault applied (`corpus.faults.apply` of its `inject`
+steps), under a world-traversable directory so an unprivileged user can reach it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import hashlib
+import importlib.metadata as md
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = Path(os.environ.get("DS_TRIAGE_PROBE_WORK", "/tmp/ds-triage-probe-tests"))
+LAYOUTS = ("z2-dp2-fp32", "z3-dp2-fp32")
+
+# scenario id (corpus/scenarios.py) -> what it is, for the tests
+HEALTHY = "resume-z2-dp2-fp32"
+ZERO3 = "zero3-saved-stage2-load-dp2"
+SCENARIOS = (
+    HEALTHY, ZERO3,
+    "zero2-dp2-optim-shard-deleted", "zero2-dp2-model-states-deleted", "zero2-dp2-optim-shard-truncated",
+    "zero2-dp2-optim-shard-zeroed", "zero2-dp2-optim-shard-random", "zero3-dp2-latest-deleted",
+    "zero2-dp2-optim-shard-unreadable", "zero3-dp2-tag-dir-unreadable",
+)
+
+
+def fingerprint() -> str:
+    h = hashlib.sha256(md.version("deepspeed").encode() + md.version("torch").encode())
+    for path in sorted((ROOT / "corpus" / "workers").glob("*.py")) + [ROOT / "corpus" / "layouts.py"]:
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _traversable(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o755)
+    return path
+
+
+@lru_cache(maxsize=None)
+def baselines() -> Path:
+    """The `_base` dir holding every layout in LAYOUTS, built (or reused) under a lock."""
+    from corpus import generate, runner
+
+    _traversable(WORK)
+    work = _traversable(WORK / fingerprint())
+    base = _traversable(work / "_base")
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
+        if not all((base / f"{name}.json").exists() for name in LAYOUTS):
+            generate.warm_up_ops(work)
+        for name in LAYOUTS:
+            generate.build_base(name, base, False)
+    return base
+
+
+@lru_cache(maxsize=None)
+def session_dir() -> Path:
+    """This session's scenario copies; removed when the interpreter exits."""
+    _traversable(WORK)
+    path = _traversable(Path(tempfile.mkdtemp(prefix="session-", dir=WORK)))
+    atexit.register(cleanup)
+    return path
+
+
+def scenario_entry(case_id: str) -> dict:
+    from corpus.scenarios import SCENARIOS as ALL
+
+    return next(s for s in ALL if s["id"] == case_id)
+
+
+@lru_cache(maxsize=None)
+def scenario(case_id: str) -> Path:
+    """A fresh copy of the scenario's baseline with its fault injected; the checkpoint root."""
+    from corpus import faults
+
+    entry = scenario_entry(case_id)
+    root = session_dir() / case_id
+    shutil.copytree(baselines() / entry["layout"], root, symlinks=True)
+    if entry.get("user") == "nobody":
+        faults.make_world_readable(str(root))
+    if entry.get("inject"):
+        faults.apply(str(root), entry["inject"])
+    return root
+
+
+def copy_of(case_id: str, name: str) -> Path:
+    """Another private copy of a scenario (for tests that change it further)."""
+    target = session_dir() / f"{case_id}--{name}"
+    if target.exists():
+        _make_removable(target)
+        shutil.rmtree(target)
+    shutil.copytree(scenario(case_id), target, symlinks=True)
+    return target
+
+
+def cleanup() -> None:
+    if session_dir.cache_info().currsize:
+        path = session_dir()
+        _make_removable(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _make_removable(path: Path) -> None:
+    for dirpath, dirnames, _ in os.walk(path):
+        for d in dirnames:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
+    """path -> (sha256, mtime_ns, mode) of every file and dir under root (as root, read everything)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        st = os.stat(dirpath)
+        out[dirpath] = ("dir", st.st_mtime_ns, st.st_mode)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.stat(path)
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            out[path] = (digest, st.st_mtime_ns, st.st_mode)
+    return out

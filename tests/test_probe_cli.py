@@ -1,0 +1,168 @@
+"""`ds-triage probe` and `ds-triage triage`: JSON against the documented schemas, exit codes,
+one-line errors, and the verdicts that only the log and the checkpoint together can give."""
+
+import json
+import shutil
+
+import jsonschema
+import pytest
+from referencing import Registry, Resource
+
+from tests import probe_checkpoints as pc
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+SCHEMAS = ROOT / "docs" / "schemas"
+CASES = ROOT / "corpus" / "cases"
+
+
+def _validator(name):
+    registry = Registry()
+    for path in SCHEMAS.glob("*.schema.json"):
+        schema = json.loads(path.read_text())
+        registry = registry.with_resource(schema["$id"], Resource.from_contents(schema))
+    schema = json.loads((SCHEMAS / name).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+PROBE = _validator("probe.schema.json")
+TRIAGE = _validator("triage.schema.json")
+
+
+def errors(validator, data):
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(data)]
+
+
+@pytest.mark.parametrize("case_id", [pc.HEALTHY, "zero2-dp2-optim-shard-deleted", "zero2-dp2-optim-shard-truncated",
+                                     "zero3-dp2-latest-deleted"])
+def test_probe_json_matches_its_schema_and_exit_code(case_id, cli):
+    proc = cli("probe", pc.scenario(case_id), "--json")
+    data = json.loads(proc.stdout)
+    assert not errors(PROBE, data)
+    assert [p["name"] for p in data["probes"]] == ["path", "latest", "completeness", "permission", "integrity",
+                                                  "version", "config"]
+    for p in data["probes"]:
+        assert bool(p["signals"]) == (p["status"] == "confirmed")
+    if case_id == pc.HEALTHY:
+        assert proc.returncode == 0 and data["findings"] == [] and data["problems"] == []
+    else:
+        assert proc.returncode == 1 and data["findings"] and data["problems"]
+    assert data["checkpoint"]["layout"]["dp"] == 2
+
+
+def test_probe_human_output_summarises_what_is_wrong(cli):
+    proc = cli("probe", pc.scenario("zero2-dp2-optim-shard-deleted"), "--world-size", "2", "--stage", "2")
+    assert proc.returncode == 1
+    out = proc.stdout.decode()
+    assert "summary: 1 probe(s) found a problem (missing_file)" in out
+    assert "missing 1 of 2 optimizer shards: zero_pp_rank_1_mp_rank_00_optim_states.pt" in out
+    assert "target: stage 2 (--stage), world size 2 (--world-size)" in out
+    healthy = cli("probe", pc.scenario(pc.HEALTHY))
+    assert healthy.returncode == 0 and "summary: nothing wrong found" in healthy.stdout.decode()
+
+
+@pytest.mark.parametrize("given", ["root", "tag", "shard", "latest", "hf"])
+def test_probe_finds_the_root_from_whatever_path_is_given(given, cli, tmp_path):
+    root = pc.scenario(pc.HEALTHY)
+    if given == "hf":  # a Trainer output dir: out/checkpoint-3/{latest, global_step3}
+        hf = tmp_path / "out" / "checkpoint-3"
+        shutil.copytree(root, hf)
+        path, expected_root, kind = hf, hf, "root"
+    else:
+        path = {"root": root, "tag": root / "global_step3",
+                "shard": root / "global_step3" / "zero_pp_rank_1_mp_rank_00_optim_states.pt",
+                "latest": root / "latest"}[given]
+        expected_root, kind = root, {"root": "root", "tag": "tag_dir", "shard": "shard", "latest": "latest_file"}[given]
+    data = json.loads(cli("probe", path, "--json").stdout)
+    assert data["checkpoint"]["root"] == str(expected_root)
+    assert data["checkpoint"]["given_kind"] == kind
+    assert data["checkpoint"]["tag"] == "global_step3"
+    path_probe = data["probes"][0]
+    # a tag dir is one level too deep for --load: DS-F005's cause
+    assert path_probe["signals"] == (["wrong_level"] if given == "tag" else [])
+    if given == "hf":
+        outer = json.loads(cli("probe", tmp_path / "out", "--json").stdout)
+        assert outer["checkpoint"]["root"] == str(hf) and outer["probes"][0]["signals"] == ["wrong_level"]
+
+
+def test_bad_input_is_one_line_and_exit_3(cli, tmp_path):
+    proc = cli("probe", tmp_path / "nope")
+    assert proc.returncode == 3
+    assert proc.stderr.decode().strip() == f"ds-triage: error: {tmp_path / 'nope'}: no such file or directory"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    proc = cli("probe", pc.scenario(pc.HEALTHY), "--config", bad)
+    assert proc.returncode == 3 and proc.stderr.decode().count("\n") == 1 and "not valid JSON" in proc.stderr.decode()
+    proc = cli("triage", "--log", tmp_path / "missing.log", "--ckpt", pc.scenario(pc.HEALTHY))
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr.decode()
+
+
+def test_usage_errors_exit_2(cli):
+    assert cli("probe", pc.scenario(pc.HEALTHY), "--stage", "4").returncode == 2
+    assert cli("probe", pc.scenario(pc.HEALTHY), "--world-size", "0").returncode == 2
+    assert cli("triage", "--ckpt", pc.scenario(pc.HEALTHY)).returncode == 2
+
+
+def test_a_directory_that_is_no_checkpoint(cli, tmp_path):
+    (tmp_path / "empty").mkdir()
+    proc = cli("probe", tmp_path / "empty", "--json")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["probes"][0]["signals"] == ["no_checkpoint"]
+    assert data["findings"] == ["missing_file"] and not errors(PROBE, data)
+
+
+def triage(cli, log, case_id, *extra):
+    proc = cli("triage", "--log", CASES / log, "--ckpt", pc.scenario(case_id), "--json", *extra)
+    data = json.loads(proc.stdout)
+    assert not errors(TRIAGE, data), errors(TRIAGE, data)
+    return proc, data
+
+
+def test_bare_assert_with_a_deleted_model_states_file_is_missing_file(cli):
+    """The log alone ranks a ZeRO stage change first; the checkpoint shows the file is gone."""
+    proc, data = triage(cli, "zero2-dp2-model-states-deleted.log", "zero2-dp2-model-states-deleted")
+    assert proc.returncode == 0
+    assert data["verdict"]["category"] == "missing_file" and data["verdict"]["rule_id"] == "DS-F001"
+    status = {h["rule_id"]: h["status"] for h in data["hypotheses"]}
+    assert status["DS-F001"] == "confirmed"
+    assert status["DS-Z001"] == "refuted"  # saved ZeRO-2, the log's engine is stage 2
+    assert data["hypotheses"][0]["rule_id"] == "DS-F001" and data["category"] == "missing_file"
+    assert [h["status"] for h in data["hypotheses"]] == sorted(
+        (h["status"] for h in data["hypotheses"]), key=["confirmed", "inconclusive", "refuted"].index)
+    assert data["target"]["sources"]["stage"].startswith("the log, line")
+
+
+def test_bare_assert_on_a_zero3_checkpoint_with_a_stage2_engine_is_zero_stage_mismatch(cli):
+    proc, data = triage(cli, "zero3-saved-stage2-load-dp2.log", pc.ZERO3)
+    assert proc.returncode == 0
+    assert data["verdict"] == {"category": "zero_stage_mismatch", "rule_id": "DS-Z001",
+                               "reason": "found: completeness.stage_differs"}
+    status = {h["rule_id"]: h["status"] for h in data["hypotheses"]}
+    assert status["DS-F001"] == "refuted" and status["DS-A001"] == "refuted"
+    z001 = data["hypotheses"][0]
+    assert {p["name"] for p in z001["probe_results"]} >= {"completeness", "config"}
+
+
+def test_the_same_log_against_the_other_checkpoint_changes_the_verdict(cli):
+    """zero3-saved-stage2's log against the model-states-deleted checkpoint: what is on disk decides."""
+    _, data = triage(cli, "zero3-saved-stage2-load-dp2.log", "zero2-dp2-model-states-deleted")
+    assert data["verdict"]["category"] == "missing_file"
+    _, data = triage(cli, "zero2-dp2-model-states-deleted.log", pc.ZERO3)
+    assert data["verdict"]["category"] == "zero_stage_mismatch"
+
+
+def test_explicit_stage_overrides_the_log(cli):
+    _, data = triage(cli, "zero3-saved-stage2-load-dp2.log", pc.ZERO3, "--stage", "3")
+    assert data["target"]["sources"]["stage"] == "--stage"
+    assert data["verdict"]["category"] == "unknown"  # stage 3 loads a ZeRO-3 checkpoint; nothing else is wrong
+    assert {h["rule_id"]: h["status"] for h in data["hypotheses"]}["DS-Z001"] == "refuted"
+
+
+def test_triage_human_output_strikes_off_refuted_causes(cli):
+    proc = cli("triage", "--log", CASES / "zero3-saved-stage2-load-dp2.log", "--ckpt", pc.scenario(pc.ZERO3))
+    out = proc.stdout.decode()
+    assert out.splitlines()[0].startswith("error: AssertionError")
+    assert "verdict: zero_stage_mismatch [DS-Z001]" in out
+    assert "x refuted" in out and "(struck off)" in out
+    assert "fix (DS-Z001):" in out

@@ -1,0 +1,28 @@
+"""The docs build as a site: `mkdocs build --strict` (mkdocs.yml, mkdocs_hooks.py) with no warning.
+
+Strict: a broken link, a missing anchor or a page named in the nav that does not exist fails
+the build. mkdocs is a test dependency (pyproject.toml's `test` extra), never skipped.
+"""
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_mkdocs_build_strict(tmp_path):
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+         "--site-dir", str(site)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for page in ("index.html", "guide/index.html", "architecture/index.html", "exit-codes/index.html",
+                 "rules/index.html", "rules/errors/index.html", "rules/DS-Z001/index.html", "load-sites/index.html"):
+        assert (site / page).is_file(), page
+    # Links from the docs to repository files (rule YAML, corpus logs) resolve in the site too.
+    z001 = (site / "rules" / "DS-Z001" / "index.html").read_text()
+    assert 'href="../../repo/rules/zero_stage_mismatch/DS-Z001-' in z001
+    assert next((site / "repo" / "rules" / "zero_stage_mismatch").glob("DS-Z001-*.yaml"))
+    assert (site / "schemas" / "runbook.schema.json").is_file()

@@ -1,0 +1,63 @@
+"""`ds-triage probe CKPT`: check a checkpoint on disk, read-only, and say what is wrong with it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from triage.cli.output import emit
+from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+def add_target_options(parser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="the ds_config (JSON) the load uses: compared with the saved one")
+    parser.add_argument("--world-size", type=positive_int, metavar="N", help="number of ranks the load runs on")
+    parser.add_argument("--stage", type=int, choices=(0, 1, 2, 3), help="ZeRO stage the load uses")
+    parser.add_argument("--deep", action="store_true", help="also verify the CRC-32 of every record (reads every byte)")
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "probe",
+        help="check a checkpoint on disk (read-only)",
+        description="Run every probe on a DeepSpeed checkpoint, in the order path -> permission -> integrity -> "
+        "version -> config, and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
+        "Exit 0 when nothing is wrong, 1 when a probe found a problem (docs/exit-codes.md).",
+    )
+    parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (the --load dir), a global_stepN dir, a shard "
+                        "file, or a Hugging Face checkpoint-N dir")
+    add_target_options(parser)
+    parser.set_defaults(run=run)
+    parser.epilog = "JSON: docs/schemas/probe.schema.json"
+
+
+def context_from(args, log_text: str | None = None):
+    from triage.probe.context import ProbeContext
+    from triage.probe.target import from_args
+
+    if not os.path.lexists(args.ckpt):
+        raise BadInput(f"{args.ckpt}: no such file or directory")
+    target = from_args(args.stage, args.world_size, args.config, log_text)
+    return ProbeContext.for_path(args.ckpt, target, deep=args.deep)
+
+
+def run(args) -> int:
+    from triage.probe.render import render_probe
+    from triage.probe.report import probe_all
+    from triage.render import Style
+
+    report = probe_all(context_from(args))
+    emit(args.json, report.to_json, lambda: render_probe(report, Style.for_stream(sys.stdout)))
+    return EXIT_PROBE_FOUND if report.problems else EXIT_PROBE_CLEAN

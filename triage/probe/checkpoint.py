@@ -1,0 +1,277 @@
+"""Find a DeepSpeed checkpoint from whatever path the user has, and read its layout from file names.
+
+Accepted: the checkpoint root (the `--load`/save dir, holding `latest` and the tag dirs), a tag
+dir (`global_stepN`), one shard file, `latest` itself, a Hugging Face Trainer `checkpoint-N`
+dir (a root) or its output dir (holding `checkpoint-N` dirs). Only directory listings and
+`latest` are read here; nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+LATEST_MAX_BYTES = 4096
+
+# File name -> kind, for the files DeepSpeed writes into a tag dir.
+SHARD_PATTERNS = (
+    ("zero3_model", re.compile(r"^zero_pp_rank_(?P<dp>\d+)_mp_rank_(?P<mp>\d+)_model_states\.pt$")),
+    ("model", re.compile(r"^mp_rank_(?P<mp>\d+)_model_states\.pt$")),
+    ("optim", re.compile(r"^(?P<bf16>bf16_)?zero_pp_rank_(?P<dp>\d+)_mp_rank_(?P<mp>\d+)_?optim_states\.pt$")),
+    ("layer", re.compile(r"^layer_(?P<layer>\d+)(?:-(?P<repr>[a-z]+_\d+(?:-[a-z]+_\d+)*))?-model_states\.pt$")),
+    ("expert", re.compile(r"^(?:layer_(?P<layer>\d+)_)?expert_(?P<expert>\d+)_mp_rank_(?P<mp>\d+)_model_states\.pt$")),
+    ("expert_optim", re.compile(r"^expp_rank_(?P<ep>\d+)_mp_rank_(?P<mp>\d+)_optim_states\.pt$")),
+)
+HF_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+HF_WEIGHTS = ("pytorch_model.bin", "model.safetensors", "adapter_model.safetensors", "adapter_model.bin",
+              "pytorch_model.bin.index.json", "model.safetensors.index.json", "trainer_state.json")
+
+
+@dataclass(frozen=True)
+class ShardName:
+    name: str
+    kind: str
+    dp: int | None = None
+    mp: int | None = None
+    bf16: bool = False
+    layer: int | None = None
+    repr: str | None = None
+
+
+def parse_name(name: str) -> ShardName | None:
+    for kind, pattern in SHARD_PATTERNS:
+        m = pattern.match(name)
+        if m:
+            g = m.groupdict()
+            return ShardName(name, kind, _int(g.get("dp")), _int(g.get("mp")), bool(g.get("bf16")),
+                             _int(g.get("layer")), g.get("repr"))
+    return None
+
+
+def _int(value) -> int | None:
+    return int(value) if value is not None else None
+
+
+@dataclass
+class TagListing:
+    tag: str
+    path: str
+    exists: bool
+    error: str | None = None  # the tag dir exists but could not be listed
+    shards: list[ShardName] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)
+    universal: bool = False  # a `zero/` folder: ds_to_universal output
+
+    def of(self, *kinds: str) -> list[ShardName]:
+        return [s for s in self.shards if s.kind in kinds]
+
+
+@dataclass
+class NameLayout:
+    """What the file names alone say about how the checkpoint was saved."""
+    stage_family: str | None  # "0", "1/2", "3", or None when the names cannot tell
+    dp: int | None
+    mp: int | None
+    bf16: bool | None
+    layers: list[int]
+    experts: bool
+    universal: bool
+
+    def describe(self) -> str:
+        parts = []
+        stage = {"0": "ZeRO-0 (no optimizer shards)", "1/2": "ZeRO-1/2", "3": "ZeRO-3"}.get(self.stage_family or "", "stage unknown")
+        parts.append(stage)
+        if self.dp is not None:
+            parts.append(f"dp {self.dp}")
+        if self.mp is not None:
+            parts.append(f"mp {self.mp}")
+        if self.bf16 is not None:
+            parts.append("bf16 optimizer files" if self.bf16 else "no bf16_ prefix")
+        if self.layers:
+            parts.append(f"pipeline layer files {len(self.layers)}")
+        if self.experts:
+            parts.append("MoE expert files")
+        if self.universal:
+            parts.append("universal checkpoint (zero/ folder)")
+        return ", ".join(parts)
+
+
+def name_layout(listing: TagListing) -> NameLayout:
+    zero3 = listing.of("zero3_model")
+    optim = listing.of("optim")
+    model = listing.of("model")
+    if zero3:
+        family = "3"
+    elif optim:
+        family = "1/2"
+    elif model:
+        family = "0"
+    else:
+        family = None
+    ranked = zero3 + optim
+    dp = max(s.dp for s in ranked) + 1 if ranked else (1 if model else None)
+    mps = [s.mp for s in zero3 + optim + model if s.mp is not None]
+    return NameLayout(
+        stage_family=family, dp=dp, mp=max(mps) + 1 if mps else None,
+        bf16=any(s.bf16 for s in optim) if optim else None,
+        layers=sorted({s.layer for s in listing.of("layer") if s.layer is not None}),
+        experts=bool(listing.of("expert", "expert_optim")), universal=listing.universal,
+    )
+
+
+@dataclass
+class Latest:
+    path: str
+    exists: bool = False
+    text: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Checkpoint:
+    given: str
+    given_kind: str  # root, tag_dir, shard, latest_file, hf_output, missing, not_a_checkpoint
+    root: str | None = None
+    tag: str | None = None  # the tag the probes look at
+    tag_source: str | None = None  # given, latest, newest
+    latest: Latest | None = None
+    tags: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # path -> why it could not be listed
+    hf_weights: list[str] = field(default_factory=list)  # HF files found where no DeepSpeed state is
+    _listings: dict[str, TagListing] = field(default_factory=dict, repr=False)
+
+    def listing(self, tag: str | None = None) -> TagListing | None:
+        tag = tag or self.tag
+        if self.root is None or tag is None:
+            return None
+        if tag not in self._listings:
+            self._listings[tag] = list_tag(self.root, tag)
+        return self._listings[tag]
+
+    @property
+    def tag_dir(self) -> str | None:
+        return os.path.join(self.root, self.tag) if self.root and self.tag else None
+
+
+def list_tag(root: str, tag: str) -> TagListing:
+    path = os.path.join(root, tag)
+    listing = TagListing(tag=tag, path=path, exists=os.path.isdir(path))
+    if not listing.exists:
+        return listing
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        listing.error = f"{type(exc).__name__}: {exc.strerror or exc}"
+        return listing
+    for name in names:
+        shard = parse_name(name)
+        if shard:
+            listing.shards.append(shard)
+        elif name == "zero" and os.path.isdir(os.path.join(path, name)):
+            listing.universal = True
+        else:
+            listing.other.append(name)
+    return listing
+
+
+def _listdir(path: str, errors: dict) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        errors[path] = f"{type(exc).__name__}: {exc.strerror or exc}"
+        return []
+
+
+def _has_shards(path: str) -> bool:
+    try:
+        return any(parse_name(n) for n in os.listdir(path)) or os.path.isdir(os.path.join(path, "zero"))
+    except OSError:
+        return False
+
+
+def read_latest(root: str) -> Latest:
+    latest = Latest(path=os.path.join(root, "latest"))
+    latest.exists = os.path.lexists(latest.path)
+    if not latest.exists:
+        return latest
+    try:
+        with open(latest.path, "rb") as f:
+            data = f.read(LATEST_MAX_BYTES + 1)
+    except OSError as exc:
+        latest.error = f"{type(exc).__name__}: {exc.strerror or exc}"
+        return latest
+    if len(data) > LATEST_MAX_BYTES:
+        latest.error = f"more than {LATEST_MAX_BYTES} bytes: not a `latest` file"
+        return latest
+    if b"\0" in data:
+        latest.error = "binary content (NUL bytes)"
+        return latest
+    latest.text = data.decode("utf-8", errors="replace").strip()
+    return latest
+
+
+def step_key(tag: str):
+    numbers = re.findall(r"\d+", tag)
+    return (int(numbers[-1]) if numbers else -1, tag)
+
+
+def find_tags(root: str, errors: dict) -> list[str]:
+    """Subdirectories that hold DeepSpeed shards (or are named like a tag, when unlistable)."""
+    tags = []
+    for name in _listdir(root, errors):
+        path = os.path.join(root, name)
+        if not os.path.isdir(path) or HF_CHECKPOINT.match(name):
+            continue
+        if _has_shards(path) or (not os.access(path, os.R_OK | os.X_OK) and re.match(r"^global_step\d+", name)):
+            tags.append(name)
+    return sorted(tags, key=step_key)
+
+
+def _is_root(path: str, errors: dict) -> bool:
+    if os.path.lexists(os.path.join(path, "latest")):
+        return True
+    return bool(find_tags(path, errors))
+
+
+def locate(given: str) -> Checkpoint:
+    """The checkpoint `given` belongs to; never raises (given_kind says what was found)."""
+    path = os.path.abspath(given)
+    if not os.path.lexists(path):
+        return Checkpoint(given=given, given_kind="missing")
+    if os.path.isfile(path):
+        name, parent = os.path.basename(path), os.path.dirname(path)
+        if name == "latest":
+            return _finish(Checkpoint(given=given, given_kind="latest_file", root=parent))
+        if parse_name(name):
+            ckpt = Checkpoint(given=given, given_kind="shard", root=os.path.dirname(parent),
+                              tag=os.path.basename(parent), tag_source="given")
+            return _finish(ckpt)
+        return Checkpoint(given=given, given_kind="not_a_checkpoint")
+    errors: dict[str, str] = {}
+    if _has_shards(path) and not os.path.lexists(os.path.join(path, "latest")):
+        ckpt = Checkpoint(given=given, given_kind="tag_dir", root=os.path.dirname(path),
+                          tag=os.path.basename(path), tag_source="given")
+        return _finish(ckpt)
+    if _is_root(path, errors):
+        return _finish(Checkpoint(given=given, given_kind="root", root=path, errors=errors))
+    names = _listdir(path, errors)
+    hf = sorted((n for n in names if HF_CHECKPOINT.match(n) and _is_root(os.path.join(path, n), {})),
+                key=step_key)
+    if hf:
+        return _finish(Checkpoint(given=given, given_kind="hf_output", root=os.path.join(path, hf[-1]), errors=errors))
+    ckpt = Checkpoint(given=given, given_kind="not_a_checkpoint", errors=errors)
+    ckpt.hf_weights = [n for n in names if n in HF_WEIGHTS]
+    return ckpt
+
+
+def _finish(ckpt: Checkpoint) -> Checkpoint:
+    ckpt.tags = find_tags(ckpt.root, ckpt.errors)
+    ckpt.latest = read_latest(ckpt.root)
+    if ckpt.tag is None:
+        named = ckpt.latest.text if ckpt.latest and ckpt.latest.text else None
+        if named:
+            ckpt.tag, ckpt.tag_source = named, "latest"
+        elif ckpt.tags:
+            ckpt.tag, ckpt.tag_source = ckpt.tags[-1], "newest"
+    return ckpt

@@ -1,0 +1,160 @@
+"""completeness: are all the shards the saved degrees require there, and can the target load them?
+
+The saved degrees come from the metadata of one model-states file and one optimizer shard
+(stage, dp_world_size, mp_world_size, bf16 naming). Every model-states file and optimizer shard
+DeepSpeed writes for them must be present, pipeline layer files without gaps, and none extra.
+With a target (--stage / --world-size, or what the job's log printed), it also checks that a
+load at that stage and world size finds the files it looks for.
+
+Confirmed: tag_missing (the tag dir does not exist), tag_empty, model_missing, optim_missing,
+layer_missing, extra_shards, incomplete_save (files missing in a tag `latest` never named: a
+save that died), stage_differs (saved ZeRO-3 vs a stage-1/2 load, or the reverse, or ZeRO-0
+vs ZeRO), world_size_differs (a ZeRO or model-parallel checkpoint on another world size).
+"""
+
+from __future__ import annotations
+
+from triage.probe.context import ProbeContext
+from triage.probe.layout import STAGE_FAMILY, expected_files, files_for_target
+from triage.probe.result import ProbeResult, outcome
+
+NAME = "completeness"
+SAVED = ("tag_missing", "tag_empty", "model_missing", "optim_missing", "layer_missing", "extra_shards", "incomplete_save")
+TARGET = ("stage_differs", "world_size_differs")
+SIGNALS = SAVED + TARGET
+
+
+def probe(ctx: ProbeContext) -> ProbeResult:
+    ckpt = ctx.ckpt
+    listing = ctx.listing
+    command = f"ls -la {ctx.q(ckpt.tag)}" if ckpt.tag else f"ls -la {ctx.q()}"
+    evidence: list[str] = []  # what was found first, then the context (`context`)
+    context: list[str] = []
+    signals: list[str] = []
+    checked: list[str] = []
+
+    def result(complete: bool) -> ProbeResult:
+        return outcome(NAME, signals=signals, checked=checked, complete=complete,
+                       found="the checkpoint does not hold what this load needs",
+                       clear="every shard the saved degrees require is present",
+                       unknown="could not check every shard", evidence=evidence, context=context,
+                       command=command)
+
+    if listing is None:
+        evidence.append("no checkpoint tag to check")
+        return result(False)
+    if not listing.exists:
+        checked.append("tag_missing")
+        signals.append("tag_missing")
+        evidence.append(f"tag dir {listing.path} does not exist")
+        return result(True)
+    if listing.error:
+        evidence.append(f"cannot list {listing.path} ({listing.error}): which shards exist is unknown; "
+                        "see the permission probe")
+        return result(False)
+    checked += ["tag_missing", "tag_empty"]
+    if not listing.shards and not listing.universal:
+        signals.append("tag_empty")
+        evidence.append(f"{listing.path} holds no DeepSpeed shard"
+                        + (f" (only {', '.join(listing.other[:5])})" if listing.other else ""))
+        return result(True)
+    layout = ctx.layout()
+    context.append(f"saved: {layout.describe()}"
+                   + (f"; stage from {layout.stage_source}" if layout.stage_source else ""))
+    evidence += layout.notes
+    complete = True
+    if layout.names.universal or layout.names.experts:
+        context.append("universal and MoE layouts: only the model-states files are checked")
+    expected = expected_files(layout)
+    present = {s.name for s in listing.shards}
+    if expected is None:
+        complete = False
+        evidence.append("the saved stage or degrees are unknown (no readable model-states file or optimizer "
+                        "shard): cannot say which shards should exist")
+    else:
+        checked += ["model_missing", "optim_missing", "extra_shards", "incomplete_save"]
+        for kind, signal in (("model", "model_missing"), ("optim", "optim_missing")):
+            if kind == "optim" and (layout.names.universal or layout.names.experts):
+                continue
+            missing = [n for n in expected[kind] if n not in present]
+            if missing:
+                signals.append(signal)
+                evidence.append(f"missing {len(missing)} of {len(expected[kind])} "
+                                f"{'model-states files' if kind == 'model' else 'optimizer shards'}: "
+                                + ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else ""))
+        wanted = set(expected["model"]) | set(expected["optim"])
+        extra = [s.name for s in listing.of("model", "zero3_model", "optim") if s.name not in wanted]
+        if extra and not layout.names.experts:
+            signals.append("extra_shards")
+            evidence.append(f"{len(extra)} shard(s) beyond what dp {layout.dp} x mp {layout.mp} writes "
+                            f"(left from another save?): {', '.join(extra[:8])}")
+        if signals and _save_died(ctx):
+            signals.append("incomplete_save")
+            evidence.append(f"`latest` does not name {ckpt.tag} and it is the newest tag: the save into it "
+                            "probably died before finishing (preemption, OOM kill, full disk)")
+    if layout.names.layers:
+        checked.append("layer_missing")
+        gaps = sorted(set(range(layout.names.layers[-1] + 1)) - set(layout.names.layers))
+        if gaps:
+            signals.append("layer_missing")
+            evidence.append("pipeline layer files missing: " + ", ".join(f"layer_{i:02d}-model_states.pt" for i in gaps))
+    if not signals:
+        context.insert(0, f"all {len(present)} shard(s) present for the saved degrees")
+    _against_target(ctx, layout, evidence, context, signals, checked)
+    return result(complete)
+
+
+def _save_died(ctx: ProbeContext) -> bool:
+    ckpt = ctx.ckpt
+    latest = ckpt.latest
+    newest = bool(ckpt.tags) and ckpt.tags[-1] == ckpt.tag
+    return newest and latest is not None and (not latest.exists or (latest.text and latest.text != ckpt.tag))
+
+
+def _against_target(ctx: ProbeContext, layout, evidence: list[str], context: list[str], signals: list[str],
+                    checked: list[str]) -> None:
+    target = ctx.target
+    if target.stage is not None:
+        saved = layout.stage_family
+        if saved is None:
+            context.append(f"target stage {target.describe('stage')}: the saved stage is unknown")
+        else:
+            checked.append("stage_differs")
+            wanted = STAGE_FAMILY.get(target.stage)
+            if wanted != saved:
+                signals.append("stage_differs")
+                evidence.append(
+                    f"saved with ZeRO-{layout.stage if layout.stage is not None else saved}, loading with stage "
+                    f"{target.describe('stage')}: a stage-{target.stage} load looks for "
+                    f"{files_for_target(target.stage, layout.bf16)}"
+                    + ("" if target.stage else " and keeps the optimizer state in it")
+                    + f"; this tag has {_model_files(ctx)}")
+            elif layout.stage is not None and layout.stage != target.stage:
+                context.append(f"saved ZeRO-{layout.stage}, loading stage {target.describe('stage')}: DeepSpeed "
+                               "loads ZeRO-1 and ZeRO-2 checkpoints into each other")
+            else:
+                context.append(f"stage {target.describe('stage')} as saved")
+    if target.world_size is not None:
+        saved_world = layout.world_size
+        if saved_world is None:
+            context.append(f"target world size {target.describe('world_size')}: the saved one is unknown")
+            return
+        checked.append("world_size_differs")
+        if saved_world == target.world_size:
+            context.append(f"world size {target.describe('world_size')} as saved")
+        elif (layout.stage or 0) == 0 and (layout.mp or 1) == 1:
+            context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: "
+                            "ZeRO-0 checkpoints load on any data-parallel size")
+        else:
+            signals.append("world_size_differs")
+            evidence.append(
+                f"saved on {saved_world} rank(s) (dp {layout.dp} x mp {layout.mp or 1}), loading on "
+                f"{target.describe('world_size')}: ZeRO-{layout.stage} optimizer state is partitioned over "
+                f"dp {layout.dp}; resume on the same world size, convert with ds_to_universal, or load "
+                "without optimizer states")
+
+
+def _model_files(ctx: ProbeContext) -> str:
+    listing = ctx.listing
+    names = [s.name for s in listing.of("model", "zero3_model")]
+    return ", ".join(names[:3]) + (" ..." if len(names) > 3 else "") if names else "no model-states file"

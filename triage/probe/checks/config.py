@@ -1,0 +1,117 @@
+"""config: the ds_config saved in the checkpoint vs the one the load uses (--config).
+
+FIELDS is the table: each setting, where it sits in a ds_config, its default, and what a change
+does to loading. A change with a signal breaks the load (confirmed); the others are listed as
+evidence (they load, but change the training): offload, batch sizes, gradient accumulation.
+
+Confirmed: stage_differs (ZeRO stage family 0 / 1-2 / 3 changed), precision_differs (bf16 or
+fp16 switched: the optimizer shards are named and shaped differently), tp_differs / pp_differs
+(a tensor- or pipeline-parallel degree in the config differs from the saved one).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from triage.probe.context import ProbeContext
+from triage.probe.layout import STAGE_FAMILY
+from triage.probe.result import ProbeResult, outcome
+
+NAME = "config"
+SIGNALS = ("stage_differs", "precision_differs", "tp_differs", "pp_differs")
+
+# (label, dotted path, default, signal or None, how to compare: "family" | "bool" | "value")
+FIELDS = (
+    ("ZeRO stage", "zero_optimization.stage", 0, "stage_differs", "family"),
+    ("bf16", "bf16.enabled", False, "precision_differs", "bool"),
+    ("fp16", "fp16.enabled", False, "precision_differs", "bool"),
+    ("optimizer offload", "zero_optimization.offload_optimizer.device", "none", None, "value"),
+    ("parameter offload", "zero_optimization.offload_param.device", "none", None, "value"),
+    ("train_batch_size", "train_batch_size", None, None, "value"),
+    ("train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", None, None, "value"),
+    ("gradient_accumulation_steps", "gradient_accumulation_steps", 1, None, "value"),
+    ("tensor parallel (autotp_size)", "tensor_parallel.autotp_size", None, "tp_differs", "value"),
+    ("pipeline stages", "pipeline.stages", None, "pp_differs", "int"),
+)
+
+
+def lookup(config: dict, dotted: str, default):
+    node = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def _same(kind: str, saved, mine) -> bool:
+    if kind == "family":
+        return STAGE_FAMILY.get(saved) == STAGE_FAMILY.get(mine)
+    if kind == "bool":
+        return bool(saved) == bool(mine)
+    if kind == "int" and not (isinstance(saved, int) and isinstance(mine, int)):
+        return True  # "auto" or unset: nothing to compare
+    return saved == mine
+
+
+def probe(ctx: ProbeContext) -> ProbeResult:
+    target = ctx.target
+    if target.config is None:
+        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
+                       unknown="no --config given to compare with", evidence=[], command="")
+    layout = ctx.layout()
+    saved = layout.ds_config if layout else None
+    if saved is None:
+        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
+                       unknown="the checkpoint's saved ds_config could not be read",
+                       evidence=["no readable model-states file or optimizer shard holds ds_config"], command="")
+    evidence: list[str] = []  # the changes that break the load
+    context: list[str] = []  # the others
+    signals: list[str] = []
+    for label, dotted, default, signal, kind in FIELDS:
+        before, after = lookup(saved, dotted, default), lookup(target.config, dotted, default)
+        if before is None and after is None:
+            continue
+        if _same(kind, before, after):
+            if kind == "family" and before != after:
+                context.append(f"{label}: saved {before}, config {after} (ZeRO-1 and -2 load into each other)")
+            continue
+        if signal:
+            signals.append(signal)
+            evidence.append(f"{label} ({dotted}): saved {before!r}, your config {after!r}: breaks the load")
+        else:
+            context.append(f"{label} ({dotted}): saved {before!r}, your config {after!r} (loads; changes training)")
+    _degrees(layout, target.config, signals, evidence)
+    if not signals:
+        context.insert(0, "stage, precision and parallel degrees match the saved ds_config")
+    shard = _shard(ctx)
+    command = (f"diff <(python -m triage.probe.safe_pickle --config {shard}) "
+               f"<(python3 -m json.tool --sort-keys {_q(target.config_path)})") if shard else ""
+    checked = ["stage_differs", "precision_differs"]
+    if isinstance(lookup(target.config, "tensor_parallel.autotp_size", None), int):
+        checked.append("tp_differs")
+    if isinstance(lookup(target.config, "pipeline.stages", None), int):
+        checked.append("pp_differs")
+    return outcome(NAME, signals=signals, checked=checked, complete=True,
+                   found="your ds_config differs from the saved one in a way that breaks loading",
+                   clear="your ds_config is compatible with the saved one", unknown="",
+                   evidence=evidence, context=context, command=command,
+                   facts={"saved_config": json.loads(json.dumps(saved, default=str))})
+
+
+def _degrees(layout, config: dict, signals: list[str], evidence: list[str]) -> None:
+    tp = lookup(config, "tensor_parallel.autotp_size", None)
+    if isinstance(tp, int) and layout.tp is not None and tp != layout.tp and "tp_differs" not in signals:
+        signals.append("tp_differs")
+        evidence.append(f"tensor parallel: saved tp_degree {layout.tp}, your config autotp_size {tp}")
+
+
+def _shard(ctx: ProbeContext) -> str | None:
+    listing = ctx.listing
+    shards = listing.of("model", "zero3_model", "optim") if listing else []
+    return ctx.q(ctx.ckpt.tag, shards[0].name) if shards else None
+
+
+def _q(path) -> str:
+    return shlex.quote(str(path))

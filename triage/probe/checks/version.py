@@ -1,0 +1,101 @@
+"""version: the DeepSpeed release that saved the checkpoint vs the one installed here.
+
+Saved: `ds_version` of the model-states files and of every optimizer shard (safe_pickle).
+Installed: deepspeed and torch from importlib.metadata (nothing is imported). KNOWN_BREAKS says
+what is known to fail between them; a newer or older release with no known break is evidence,
+not a finding.
+
+Confirmed: ds_version_missing (an optimizer shard of ZeRO-1/2 or the bf16 optimizer has no
+ds_version: DeepSpeed asserts "Empty ds_version in checkpoint") or known_break.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import re
+
+from triage.probe.context import ProbeContext
+from triage.probe.result import ProbeResult, outcome
+
+NAME = "version"
+SIGNALS = ("ds_version_missing", "known_break")
+
+# (what, applies(stage, saved_version_tuple, installed_tuple), why)
+KNOWN_BREAKS = (
+    ("ZeRO-1 optimizer shard saved before 0.3.17",
+     lambda stage, saved, installed: stage == 1 and saved is not None and saved < (0, 3, 17),
+     "ZeRO stage 1 changed in 0.3.17 and cannot load older stage-1 shards (DeepSpeed <= 0.5.8 with "
+     "legacy_stage1 can)"),
+)
+
+
+def parse(version) -> tuple[int, ...] | None:
+    if not isinstance(version, str):
+        return None
+    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", version)
+    return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
+def installed(package: str) -> str | None:
+    try:
+        return md.version(package)
+    except md.PackageNotFoundError:
+        return None
+
+
+def probe(ctx: ProbeContext) -> ProbeResult:
+    listing = ctx.listing
+    ds_installed, torch_installed = installed("deepspeed"), installed("torch")
+    evidence: list[str] = []
+    context = [f"installed: deepspeed {ds_installed or 'not installed'}, torch {torch_installed or 'not installed'}"]
+    if listing is None or not listing.exists or listing.error:
+        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
+                       unknown="no shard could be read for its ds_version", evidence=evidence, context=context,
+                       command="")
+    signals: list[str] = []
+    saved: dict[str, list[str]] = {}
+    unread = 0
+    for shard in listing.of("model", "zero3_model", "optim"):
+        meta = ctx.meta(shard.name)
+        if meta.error:
+            unread += 1  # integrity reports why; the others decide
+            continue
+        version = meta.ds_version
+        if shard.kind == "optim":
+            stage = meta.zero_stage
+            checked_version = meta.optim_ds_version if (stage in (1, 2) or shard.bf16) else version
+            if (not isinstance(checked_version, str) or not checked_version) and (stage in (1, 2) or shard.bf16):
+                signals.append("ds_version_missing")
+                evidence.append(f"{shard.name}: no ds_version in the optimizer state (ZeRO-{stage}); DeepSpeed "
+                                "asserts 'Empty ds_version in checkpoint, not clear how to proceed'")
+            for what, applies, why in KNOWN_BREAKS:
+                if applies(stage, parse(checked_version), parse(ds_installed)):
+                    signals.append("known_break")
+                    evidence.append(f"{shard.name}: {what} ({checked_version}): {why}")
+            if isinstance(checked_version, str) and checked_version and checked_version != version:
+                version = checked_version
+        saved.setdefault(str(version) if version else "none", []).append(shard.name)
+    if not saved and not signals:
+        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
+                       unknown="no readable shard to take ds_version from", evidence=evidence, context=context,
+                       command="")
+    for version, names in saved.items():
+        context.append(f"saved by deepspeed {version}: {len(names)} file(s)"
+                        + (f" ({', '.join(names[:3])})" if len(saved) > 1 else ""))
+    if len(saved) > 1:
+        context.append("the shards name different DeepSpeed releases: files from different saves?")
+    newest = max((parse(v) for v in saved if parse(v)), default=None)
+    mine = parse(ds_installed)
+    if newest and mine and newest > mine:
+        context.append(f"the checkpoint was saved by a newer DeepSpeed than the installed {ds_installed}; "
+                        "no break between them is known to ds-triage")
+    if unread:
+        context.append(f"{unread} shard(s) unreadable (see integrity), not counted")
+    sample = ctx.q(ctx.ckpt.tag, (listing.of("optim") or listing.of("model", "zero3_model"))[0].name) \
+        if (listing.of("optim") or listing.of("model", "zero3_model")) else ""
+    command = (f"python -m triage.probe.safe_pickle {sample} | grep ds_version; " if sample else "") + \
+        "pip show deepspeed torch | grep -E '^(Name|Version)'"
+    return outcome(NAME, signals=signals, checked=list(SIGNALS), complete=True,
+                   found="the installed DeepSpeed cannot load this checkpoint's version",
+                   clear="no known incompatibility between the saved and installed DeepSpeed",
+                   unknown="", evidence=evidence, context=context, command=command)

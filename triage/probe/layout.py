@@ -1,0 +1,132 @@
+"""How a tag was saved: file names (checkpoint.name_layout) joined with its saved metadata.
+
+The metadata comes from one model-states file and one optimizer shard (safe_pickle), so the
+cost does not grow with the number of ranks. `expected_files` lists every shard those degrees
+make DeepSpeed write, which the completeness probe compares with the directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from triage.probe.checkpoint import NameLayout, TagListing, name_layout
+from triage.probe.safe_pickle import ShardMeta
+
+STAGE_FAMILY = {0: "0", 1: "1/2", 2: "1/2", 3: "3"}
+
+
+@dataclass
+class SavedLayout:
+    names: NameLayout
+    stage: int | None = None
+    stage_source: str = ""
+    dp: int | None = None
+    mp: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    bf16: bool | None = None
+    ds_config: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def stage_family(self) -> str | None:
+        return STAGE_FAMILY.get(self.stage) if self.stage is not None else self.names.stage_family
+
+    @property
+    def world_size(self) -> int | None:
+        if self.dp is None:
+            return None
+        return self.dp * (self.mp or 1)
+
+    def describe(self) -> str:
+        stage = f"ZeRO-{self.stage}" if self.stage is not None else {
+            "1/2": "ZeRO-1/2", "3": "ZeRO-3", "0": "ZeRO-0"}.get(self.names.stage_family or "", "ZeRO stage unknown")
+        parts = [stage, f"dp {self.dp if self.dp is not None else '?'}"]
+        if self.tp and self.tp > 1:
+            parts.append(f"tp {self.tp}")
+        if self.pp and self.pp > 1:
+            parts.append(f"pp {self.pp}")
+        if self.mp and self.mp > 1 and not (self.tp or self.pp):
+            parts.append(f"mp {self.mp}")
+        if self.bf16 is not None:
+            parts.append("bf16" if self.bf16 else "no bf16")
+        if self.names.layers:
+            parts.append(f"{len(self.names.layers)} pipeline layer files")
+        if self.names.experts:
+            parts.append("MoE expert files")
+        if self.names.universal:
+            parts.append("universal (zero/ folder)")
+        return ", ".join(parts)
+
+
+def first_model_file(listing: TagListing):
+    shards = listing.of("model") or listing.of("zero3_model")
+    return shards[0] if shards else None
+
+
+def first_optim_file(listing: TagListing):
+    shards = listing.of("optim")
+    return shards[0] if shards else None
+
+
+def saved_layout(listing: TagListing, model: ShardMeta | None, optim: ShardMeta | None) -> SavedLayout:
+    names = name_layout(listing)
+    layout = SavedLayout(names=names)
+    model_ok = model if model is not None and model.error is None else None
+    optim_ok = optim if optim is not None and optim.error is None else None
+    config = (model_ok.ds_config if model_ok else None) or (optim_ok.ds_config if optim_ok else None)
+    layout.ds_config = config
+    if optim_ok is not None and optim_ok.zero_stage is not None:
+        layout.stage, layout.stage_source = optim_ok.zero_stage, "the optimizer shard's zero_stage"
+    elif config is not None:
+        zero = config.get("zero_optimization")
+        stage = zero.get("stage", 0) if isinstance(zero, dict) else 0
+        if isinstance(stage, int):
+            layout.stage, layout.stage_source = stage, "the saved ds_config"
+    elif names.stage_family in ("0", "3"):
+        layout.stage, layout.stage_source = int(names.stage_family), "the file names"
+    if layout.stage is not None and names.stage_family and STAGE_FAMILY.get(layout.stage) != names.stage_family \
+            and names.stage_family != "0":
+        layout.notes.append(f"the file names look like ZeRO-{names.stage_family} but {layout.stage_source} "
+                            f"says {layout.stage}")
+    if model_ok is not None:
+        layout.dp, layout.mp = model_ok.dp_world_size, model_ok.mp_world_size
+        dims = model_ok.parallel_dimensions or {}
+        layout.tp = dims.get("tp_degree") if isinstance(dims.get("tp_degree"), int) else None
+        layout.pp = dims.get("pp_degree") if isinstance(dims.get("pp_degree"), int) else None
+    if layout.dp is None and optim_ok is not None:
+        count = optim_ok.partition_count
+        count = count[0] if isinstance(count, (list, tuple)) and count else count
+        layout.dp = count if isinstance(count, int) else None
+    if layout.dp is None:
+        layout.dp = names.dp
+    if layout.mp is None:
+        layout.mp = names.mp
+    if names.bf16 is not None:
+        layout.bf16 = names.bf16
+    elif config is not None:
+        bf16 = config.get("bf16") or config.get("bfloat16") or {}
+        layout.bf16 = bool(bf16.get("enabled")) if isinstance(bf16, dict) else None
+    return layout
+
+
+def expected_files(layout: SavedLayout) -> dict[str, list[str]] | None:
+    """kind -> file names DeepSpeed writes for these degrees; None when the degrees are unknown."""
+    if layout.stage is None or layout.dp is None or layout.mp is None:
+        return None
+    dps, mps = range(layout.dp), range(layout.mp)
+    prefix = "bf16_" if layout.bf16 and layout.stage > 0 else ""
+    if layout.stage == 3:
+        model = [f"zero_pp_rank_{d}_mp_rank_{m:02d}_model_states.pt" for d in dps for m in mps]
+    else:
+        model = [f"mp_rank_{m:02d}_model_states.pt" for m in mps]
+    optim = [f"{prefix}zero_pp_rank_{d}_mp_rank_{m:02d}_optim_states.pt" for d in dps for m in mps] \
+        if layout.stage > 0 else []
+    return {"model": model, "optim": optim}
+
+
+def files_for_target(stage: int, bf16: bool | None) -> str:
+    """What a load at `stage` globs for, in words (for the evidence)."""
+    if stage == 3:
+        return "zero_pp_rank_*_mp_rank_*_model_states.pt (one per rank)"
+    return "mp_rank_*_model_states.pt"

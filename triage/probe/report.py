@@ -1,0 +1,133 @@
+"""`probe` and `triage` results and their JSON (docs/schemas/probe.schema.json, triage.schema.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from triage.probe import checks, verdict
+from triage.probe.context import ProbeContext
+from triage.probe.result import CONFIRMED, INCONCLUSIVE, REFUTED, ProbeResult
+
+SCHEMA_VERSION = 1
+STATUS_RANK = {CONFIRMED: 0, INCONCLUSIVE: 1, REFUTED: 2}
+
+
+@dataclass
+class ProbeReport:
+    ctx: ProbeContext
+    results: dict[str, ProbeResult]
+
+    @property
+    def findings(self) -> list[str]:
+        return verdict.findings(self.results)
+
+    @property
+    def problems(self) -> list[ProbeResult]:
+        return [r for r in self.results.values() if r.status == CONFIRMED]
+
+    def checkpoint_json(self) -> dict:
+        ckpt = self.ctx.ckpt
+        layout = self.ctx.layout()
+        return {
+            "given": ckpt.given, "given_kind": ckpt.given_kind, "root": ckpt.root, "tag": ckpt.tag,
+            "tag_source": ckpt.tag_source, "tags": list(ckpt.tags),
+            "latest": ckpt.latest.text if ckpt.latest and ckpt.latest.text is not None else None,
+            "layout": None if layout is None else {
+                "description": layout.describe(), "stage": layout.stage, "stage_family": layout.stage_family,
+                "dp": layout.dp, "mp": layout.mp, "tp": layout.tp, "pp": layout.pp, "bf16": layout.bf16,
+                "pipeline_layers": len(layout.names.layers), "moe": layout.names.experts,
+                "universal": layout.names.universal,
+            },
+        }
+
+    def target_json(self) -> dict:
+        t = self.ctx.target
+        return {"stage": t.stage, "world_size": t.world_size, "config": t.config_path, "sources": dict(t.sources)}
+
+    def to_json(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "checkpoint": self.checkpoint_json(),
+            "target": self.target_json(),
+            "probes": [r.to_json() for r in self.results.values()],
+            "findings": self.findings,
+            "problems": [f"{r.name}: {line}" for r in self.problems for line in (r.headline or [r.summary])],
+        }
+
+
+def probe_all(ctx: ProbeContext) -> ProbeReport:
+    return ProbeReport(ctx, checks.run(ctx))
+
+
+# ---------------------------------------------------------------- triage: the log's hypotheses, probed
+
+@dataclass
+class Probed:
+    hypothesis: object  # triage.match.Hypothesis
+    decision: verdict.Decision
+    probe_names: list[str]
+
+
+@dataclass
+class TriageReport:
+    report: object  # triage.report.Report (the classification)
+    probe: ProbeReport
+    probed: list[Probed]  # re-ranked: confirmed, then inconclusive, then refuted
+
+    @property
+    def verdict(self) -> dict:
+        for p in self.probed:
+            if p.decision.status == CONFIRMED and p.hypothesis.rule.category != "unknown":
+                return {"category": p.hypothesis.rule.category, "rule_id": p.hypothesis.rule.id,
+                        "reason": p.decision.reason}
+        return {"category": "unknown", "rule_id": None,
+                "reason": "no hypothesis from the log was confirmed by the probes"}
+
+    @property
+    def confirmed(self) -> bool:
+        return self.verdict["rule_id"] is not None
+
+    def to_json(self) -> dict:
+        base = self.report.to_json()
+        by_rule = {h["rule_id"]: h for h in base["hypotheses"]}
+        results = self.probe.results
+        hypotheses = []
+        for p in self.probed:
+            h = dict(by_rule[p.hypothesis.rule.id])
+            h["status"] = p.decision.status
+            h["status_reason"] = p.decision.reason
+            h["probe_results"] = [results[n].to_json() for n in p.probe_names if n in results]
+            hypotheses.append(h)
+        base["hypotheses"] = hypotheses
+        base["category"] = hypotheses[0]["category"] if hypotheses else "unknown"
+        base["checkpoint"].update(self.probe.checkpoint_json())
+        base["target"] = self.probe.target_json()
+        base["probes"] = [r.to_json() for r in results.values()]
+        base["findings"] = self.probe.findings
+        base["verdict"] = self.verdict
+        return base
+
+
+def probes_for(hypotheses) -> list[str]:
+    names = {"path"}
+    for h in hypotheses:
+        names |= set(h.rule.data.get("probes", []))
+        names |= verdict.probes_needed(h.rule.category, h.rule.id)
+    return _ordered(names)
+
+
+def _ordered(names) -> list[str]:
+    known = [n for n in checks.ORDER if n in names]
+    return known + sorted(n for n in names if n not in checks.ORDER)
+
+
+def triage(report, ctx: ProbeContext) -> TriageReport:
+    results = checks.run(ctx, probes_for(report.hypotheses))
+    probed = []
+    for h in report.hypotheses:
+        decision = verdict.decide(h.rule.category, h.rule.id, results)
+        names = set(h.rule.data.get("probes", [])) | verdict.probes_needed(h.rule.category, h.rule.id)
+        probed.append(Probed(h, decision, _ordered(names)))
+    order = {id(p): i for i, p in enumerate(probed)}
+    probed.sort(key=lambda p: (STATUS_RANK[p.decision.status], order[id(p)]))
+    return TriageReport(report, ProbeReport(ctx, results), probed)

@@ -1,0 +1,421 @@
+"""Read a DeepSpeed shard's metadata without executing its pickle and without its tensor bytes.
+
+A `.pt` file written by `torch.save` is a zip archive: `<prefix>/data.pkl` (the object graph),
+`<prefix>/data/<key>` (one raw record per tensor storage) and a few small records. This module
+reads only the central directory and `data.pkl`, and walks the pickle with a restricted
+unpickler:
+
+* only the globals a DeepSpeed checkpoint needs are admitted, each mapped to an inert stand-in
+  defined here (nothing is imported, nothing from the file is called);
+* a tensor becomes a `TensorMeta` (shape, dtype, storage key, offset), its storage is never read;
+* any other global is recorded in `ShardMeta.suspicious` and replaced by an inert placeholder
+  that records its arguments: a crafted shard whose pickle would run code is reported, never run.
+
+Cost: the central directory plus `data.pkl` (kilobytes for a DeepSpeed shard), independent of
+how large the tensors are. stdlib only: no torch, no deepspeed.
+"""
+
+from __future__ import annotations
+
+import _compat_pickle
+import io
+import pickle
+import zipfile
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+MAX_PICKLE_BYTES = 64 * 1024 * 1024  # data.pkl of a huge ZeRO-3 model is a few megabytes, not this
+
+# torch's legacy typed-storage class names (what the persistent ids name) -> dtype.
+STORAGE_DTYPES = {
+    "FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
+    "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
+    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
+    "ComplexFloatStorage": "complex64", "ComplexDoubleStorage": "complex128",
+    "UntypedStorage": "uint8", "QInt8Storage": "qint8", "QUInt8Storage": "quint8",
+    "QInt32Storage": "qint32", "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
+}
+ITEM_SIZE = {
+    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+    "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16, "qint8": 1, "quint8": 1,
+    "qint32": 4, "quint4x2": 1, "quint2x4": 1,
+}
+DTYPE_NAMES = {
+    "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int64", "long", "int32",
+    "int", "int16", "short", "int8", "uint8", "bool", "complex64", "complex128", "cfloat", "cdouble",
+    "float8_e4m3fn", "float8_e5m2",
+}
+
+
+# ---------------------------------------------------------------- inert stand-ins
+
+@dataclass(frozen=True)
+class StorageMeta:
+    dtype: str
+    key: str
+    location: str
+    numel: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * ITEM_SIZE.get(self.dtype, 1)
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """A tensor as the pickle describes it; its bytes stay in the zip record `data/<key>`."""
+    shape: tuple
+    dtype: str
+    storage_key: str | None
+    offset: int = 0
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d if isinstance(d, int) else 1
+        return n
+
+    def __repr__(self) -> str:
+        return f"tensor({list(self.shape)}, {self.dtype}, storage {self.storage_key})"
+
+
+class Record:
+    """An admitted (DeepSpeed, argparse, numpy) object: its class name and saved state, no code."""
+
+    qualname = "record"
+
+    def __new__(cls, *args, **kwargs):
+        obj = object.__new__(cls)
+        obj.args = args
+        obj.state = None
+        return obj
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __setstate__(self, state):
+        self.state = state
+
+    def __reduce__(self):  # never re-pickled, but keep copy/deepcopy from touching the original class
+        raise TypeError("a ds-triage record cannot be pickled")
+
+    def get(self, key, default=None):
+        state = self.state[-1] if isinstance(self.state, tuple) and self.state else self.state
+        return state.get(key, default) if isinstance(state, dict) else default
+
+    def __repr__(self) -> str:
+        return f"<{self.qualname}>"
+
+
+class Placeholder(Record):
+    """A global outside the allow-list: recorded, never imported, never called."""
+
+    qualname = "suspicious"
+
+
+def _record_class(qualname: str, base: type = Record) -> type:
+    return type(qualname.rsplit(".", 1)[-1], (base,), {"qualname": qualname})
+
+
+class ZeroStage(int):
+    """deepspeed.runtime.zero.config.ZeroStageEnum(n) -> n."""
+
+    def __new__(cls, value=0, *args):
+        return int.__new__(cls, value if isinstance(value, int) else 0)
+
+    def __setstate__(self, state):
+        pass
+
+
+class _StorageType:
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+
+class _TensorType:
+    """torch.Tensor / torch.nn.Parameter named as the type of `_rebuild_from_type_v2`."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _rebuild_tensor_v2(storage, storage_offset=0, size=(), stride=None, *args, **kwargs):
+    if isinstance(storage, StorageMeta):
+        return TensorMeta(tuple(size) if isinstance(size, (tuple, list)) else (), storage.dtype, storage.key,
+                          storage_offset if isinstance(storage_offset, int) else 0)
+    return TensorMeta(tuple(size) if isinstance(size, (tuple, list)) else (), "unknown", None)
+
+
+def _rebuild_parameter(data, *args, **kwargs):
+    return data
+
+
+def _rebuild_from_type_v2(func, new_type, args=(), state=None):
+    # func is itself a stand-in from this allow-list (or a placeholder): calling it runs nothing.
+    return func(*args) if callable(func) else func
+
+
+def _safe_codecs_encode(obj, encoding="utf-8", errors="strict"):
+    if not isinstance(obj, str) or encoding not in ("latin1", "latin-1", "utf-8", "utf8", "ascii"):
+        raise pickle.UnpicklingError("unsupported _codecs.encode call")
+    return obj.encode(encoding, errors)
+
+
+def _device(*args):
+    return "device(" + ", ".join(map(str, args)) + ")"
+
+
+def _allowed() -> dict[tuple[str, str], object]:
+    allowed: dict[tuple[str, str], object] = {
+        ("collections", "OrderedDict"): OrderedDict,
+        ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+        ("torch._utils", "_rebuild_tensor"): _rebuild_tensor_v2,
+        ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+        ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+        ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
+        ("torch._tensor", "_rebuild_from_type"): _rebuild_from_type_v2,
+        ("torch", "Tensor"): _TensorType("torch.Tensor"),
+        ("torch.nn.parameter", "Parameter"): _TensorType("torch.nn.Parameter"),
+        ("torch", "Size"): tuple,
+        ("torch", "device"): _device,
+        ("_codecs", "encode"): _safe_codecs_encode,
+        ("deepspeed.runtime.zero.config", "ZeroStageEnum"): ZeroStage,
+    }
+    for name, dtype in STORAGE_DTYPES.items():
+        allowed[("torch", name)] = _StorageType(dtype)
+    allowed[("torch.storage", "UntypedStorage")] = _StorageType("uint8")
+    for name in DTYPE_NAMES:
+        allowed[("torch", name)] = f"torch.{name}"
+    for builtins in ("builtins", "__builtin__"):
+        for name, obj in (("set", set), ("frozenset", frozenset), ("list", list), ("tuple", tuple),
+                          ("dict", dict), ("complex", complex), ("slice", slice)):
+            allowed[(builtins, name)] = obj  # not bytearray/range: bytearray(10**12) would allocate
+    # Objects DeepSpeed (or Megatron's client state) pickles: kept as inert records.
+    for qualname in ("deepspeed.runtime.fp16.loss_scaler.LossScaler",
+                     "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
+                     "deepspeed.utils.tensor_fragment.fragment_address",
+                     "argparse.Namespace",
+                     "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
+                     "numpy.ndarray", "numpy.dtype", "numpy.core.multiarray.scalar",
+                     "numpy._core.multiarray.scalar"):
+        module, name = qualname.rsplit(".", 1)
+        allowed[(module, name)] = _record_class(qualname)
+    return allowed
+
+
+ALLOWED = _allowed()
+# What torch.load(weights_only=True) refuses among the admitted globals: DeepSpeed's own classes.
+NOT_WEIGHTS_ONLY = {k for k in ALLOWED if k[0].startswith(("deepspeed.", "argparse", "numpy"))}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def __init__(self, data: bytes):
+        super().__init__(io.BytesIO(data))
+        self.globals_seen: set[tuple[str, str]] = set()
+        self.suspicious: list[str] = []
+        self.storages: dict[str, StorageMeta] = {}
+
+    def find_class(self, module: str, name: str):  # never imports: a lookup in ALLOWED only
+        # Python 2 names (protocol < 3 pickles: `__builtin__`, `copy_reg`) as pickle itself maps them.
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        elif module in _compat_pickle.IMPORT_MAPPING:
+            module = _compat_pickle.IMPORT_MAPPING[module]
+        key = (module, name)
+        self.globals_seen.add(key)
+        if key in ALLOWED:
+            return ALLOWED[key]
+        qualname = f"{module}.{name}"
+        if qualname not in self.suspicious:
+            self.suspicious.append(qualname)
+        return _record_class(qualname, Placeholder)
+
+    def persistent_load(self, pid):
+        if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
+            storage_type, key, location, numel = pid[1], pid[2], pid[3], pid[4]
+            dtype = storage_type.dtype if isinstance(storage_type, _StorageType) else "unknown"
+            storage = StorageMeta(dtype, str(key), str(location), numel if isinstance(numel, int) else 0)
+            self.storages.setdefault(storage.key, storage)
+            return storage
+        raise pickle.UnpicklingError(f"unsupported persistent id {pid!r:.80}")
+
+
+# ---------------------------------------------------------------- the metadata
+
+@dataclass
+class ShardMeta:
+    """What a shard's pickle says, tensors as TensorMeta. error set when it could not be read."""
+    path: str
+    error: str | None = None
+    suspicious: list[str] = field(default_factory=list)
+    globals_seen: list[str] = field(default_factory=list)
+    top_keys: list[str] = field(default_factory=list)
+    ds_version: object = None
+    ds_config: dict | None = None
+    dp_world_size: int | None = None
+    mp_world_size: int | None = None
+    parallel_dimensions: dict | None = None
+    param_shapes: dict[str, tuple] | None = None
+    zero_stage: int | None = None
+    partition_count: object = None
+    module_keys: list[str] | None = None
+    optimizer_keys: list[str] | None = None
+    global_steps: int | None = None
+    optim_ds_version: object = None  # ds_version inside optimizer_state_dict (what ZeRO-1/2 and bf16 check)
+    storages: dict[str, StorageMeta] = field(default_factory=dict)
+    prefix: str = ""
+
+    @property
+    def weights_only_refused(self) -> list[str]:
+        """Admitted globals that torch.load(weights_only=True) would still refuse."""
+        return sorted(g for g in self.globals_seen if tuple(g.rsplit(".", 1)) in NOT_WEIGHTS_ONLY)
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "error": self.error, "suspicious": self.suspicious,
+            "ds_version": self.ds_version if isinstance(self.ds_version, (str, type(None))) else repr(self.ds_version),
+            "dp_world_size": self.dp_world_size, "mp_world_size": self.mp_world_size,
+            "zero_stage": self.zero_stage, "partition_count": _plain(self.partition_count),
+            "param_count": None if self.param_shapes is None else len(self.param_shapes),
+        }
+
+
+def _plain(value):
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return int(value) if isinstance(value, int) else value
+
+
+def pickle_record(zf: zipfile.ZipFile) -> str:
+    """The name of the archive's `*/data.pkl` (torch writes `<prefix>/data.pkl`)."""
+    for name in zf.namelist():
+        if name == "data.pkl" or (name.endswith("/data.pkl") and name.count("/") == 1):
+            return name
+    raise pickle.UnpicklingError("no data.pkl record: not a torch.save archive")
+
+
+def read_pickle(zf: zipfile.ZipFile) -> tuple[object, _RestrictedUnpickler]:
+    name = pickle_record(zf)
+    info = zf.getinfo(name)
+    if info.file_size > MAX_PICKLE_BYTES:
+        raise pickle.UnpicklingError(f"data.pkl is {info.file_size} bytes, more than the {MAX_PICKLE_BYTES} read")
+    with zf.open(info) as f:
+        data = f.read(MAX_PICKLE_BYTES + 1)
+    unpickler = _RestrictedUnpickler(data)
+    return unpickler.load(), unpickler
+
+
+def read_shard(path: str) -> ShardMeta:
+    """The shard's metadata; never raises for a bad file (ShardMeta.error says what is wrong)."""
+    meta = ShardMeta(path=str(path))
+    try:
+        with zipfile.ZipFile(path) as zf:
+            meta.prefix = pickle_record(zf).rpartition("/")[0]
+            obj, unpickler = read_pickle(zf)
+    except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError,
+            KeyError, IndexError, AttributeError, MemoryError, RecursionError, NotImplementedError,
+            OverflowError, UnicodeDecodeError) as exc:
+        meta.error = f"{type(exc).__name__}: {exc}"[:300]
+        return meta
+    meta.suspicious = list(unpickler.suspicious)
+    meta.globals_seen = sorted(f"{m}.{n}" for m, n in unpickler.globals_seen)
+    meta.storages = dict(unpickler.storages)
+    _describe(meta, obj)
+    return meta
+
+
+def _describe(meta: ShardMeta, obj) -> None:
+    if not isinstance(obj, dict):
+        return
+    meta.top_keys = [str(k) for k in obj]
+    meta.ds_version = obj.get("ds_version")
+    config = obj.get("ds_config")
+    meta.ds_config = config if isinstance(config, dict) else None
+    meta.dp_world_size = _int(obj.get("dp_world_size"))
+    meta.mp_world_size = _int(obj.get("mp_world_size"))
+    meta.global_steps = _int(obj.get("global_steps"))
+    dims = obj.get("checkpoint_parallel_dimensions")
+    meta.parallel_dimensions = dict(dims) if isinstance(dims, dict) else None
+    shapes = obj.get("param_shapes")
+    if isinstance(shapes, dict):
+        shapes = [shapes]
+    if isinstance(shapes, list):
+        meta.param_shapes = {}
+        for group in shapes:
+            if isinstance(group, dict):
+                meta.param_shapes.update({str(k): tuple(v) if isinstance(v, (tuple, list)) else v
+                                          for k, v in group.items()})
+    module = obj.get("module")
+    if isinstance(module, dict):
+        meta.module_keys = [str(k) for k in module]
+    optim = obj.get("optimizer_state_dict", obj.get("optimizer"))
+    if isinstance(optim, dict):
+        meta.optimizer_keys = [str(k) for k in optim]
+        stage = optim.get("zero_stage")
+        meta.zero_stage = int(stage) if isinstance(stage, int) else None
+        meta.partition_count = optim.get("partition_count")
+        meta.optim_ds_version = optim.get("ds_version")
+        if meta.ds_version is None:
+            meta.ds_version = meta.optim_ds_version
+
+
+def _int(value) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _jsonable(value, depth: int = 0):
+    if depth > 8:
+        return "..."
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, depth + 1) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m triage.probe.safe_pickle [--config] SHARD`: a shard's metadata as JSON, safely."""
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m triage.probe.safe_pickle",
+                                     description="Print a DeepSpeed shard's metadata without running its pickle.")
+    parser.add_argument("shard")
+    parser.add_argument("--config", action="store_true", help="print only the saved ds_config (sorted JSON)")
+    args = parser.parse_args(argv)
+    try:
+        return _print(args)
+    except BrokenPipeError:
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _print(args) -> int:
+    import json
+    import sys
+
+    meta = read_shard(args.shard)
+    if meta.error:
+        print(f"error: {args.shard}: {meta.error}", file=sys.stderr)
+        return 3
+    if args.config:
+        json.dump(_jsonable(meta.ds_config), sys.stdout, indent=4, sort_keys=True)
+    else:
+        data = meta.to_json()
+        data.update(top_keys=meta.top_keys, parallel_dimensions=_jsonable(meta.parallel_dimensions),
+                    ds_config=_jsonable(meta.ds_config), optimizer_keys=meta.optimizer_keys,
+                    optim_ds_version=_jsonable(meta.optim_ds_version),
+                    param_shapes=_jsonable(meta.param_shapes), globals=meta.globals_seen,
+                    weights_only_refused=meta.weights_only_refused)
+        json.dump(data, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""What the loading job is set up with: stage, world size, its ds_config.
+
+From the command line (--stage, --world-size, --config) first; `triage` also reads what the
+failing job's own log printed (DeepSpeed's config dump at INFO level), so that a log plus a
+checkpoint can tell apart what neither can alone. Each value keeps where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from triage.errors import BadInput
+from triage.inputs import read_file
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+# DeepSpeed's `DeepSpeedEngine configuration:` dump and its optimizer banner.
+LOG_STAGE = (re.compile(r"zero_optimization_stage \.+ (\d)\b"), re.compile(r"Creating \S+ ZeRO stage (\d) optimizer"))
+LOG_WORLD = (re.compile(r"^\s*world_size \.+ (\d+)\s*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"))
+
+
+@dataclass
+class Target:
+    stage: int | None = None
+    world_size: int | None = None
+    config: dict | None = None
+    config_path: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
+
+    def describe(self, name: str) -> str:
+        value = getattr(self, name)
+        return f"{value} ({self.sources.get(name, '?')})"
+
+
+def read_config(path: str) -> dict:
+    """The user's ds_config (JSON, as DeepSpeed reads it); BadInput when it cannot be used."""
+    try:
+        data = read_file(path, MAX_CONFIG_BYTES + 1, what="a ds_config file")
+    except BadInput as exc:
+        raise BadInput(f"--config: {exc.message}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise BadInput(f"--config {path}: larger than {MAX_CONFIG_BYTES} bytes; not a ds_config file")
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"--config {path}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise BadInput(f"--config {path}: a ds_config is a JSON object, this is a {type(config).__name__}")
+    return config
+
+
+def config_stage(config: dict | None) -> int | None:
+    zero = (config or {}).get("zero_optimization")
+    stage = zero.get("stage", 0) if isinstance(zero, dict) else (0 if config is not None else None)
+    return stage if isinstance(stage, int) and not isinstance(stage, bool) else None
+
+
+def from_args(stage: int | None, world_size: int | None, config_path: str | None, log_text: str | None = None) -> Target:
+    target = Target()
+    if config_path:
+        target.config, target.config_path = read_config(config_path), config_path
+    if stage is not None:
+        target.stage, target.sources["stage"] = stage, "--stage"
+    elif target.config is not None and config_stage(target.config) is not None:
+        target.stage, target.sources["stage"] = config_stage(target.config), "--config"
+    if world_size is not None:
+        target.world_size, target.sources["world_size"] = world_size, "--world-size"
+    if log_text:
+        _from_log(target, log_text)
+    return target
+
+
+def _from_log(target: Target, text: str) -> None:
+    for name, patterns in (("stage", LOG_STAGE), ("world_size", LOG_WORLD)):
+        if getattr(target, name) is not None:
+            continue
+        for pattern in patterns:
+            m = pattern.search(text)
+            if m:
+                line = text.count("\n", 0, m.start()) + 1
+                setattr(target, name, int(m.group(1)))
+                target.sources[name] = f"the log, line {line}"
+                break

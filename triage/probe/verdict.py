@@ -1,0 +1,111 @@
+"""From probe signals to rule categories: which outcomes confirm or refute each hypothesis.
+
+One table, CATEGORIES: for each rule category, the probe signals (``probe.signal``) that
+confirm it, and the checks that must all have come back clear to refute it. A check is a list
+of alternatives measuring the same thing (the target stage from --stage or from --config):
+one of them checked and clear is enough. A category with no `refute` checks is never refuted
+here (the probes cannot rule it out yet). RULES narrows the table for rules whose cause is one
+specific file or setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from triage.probe.result import CONFIRMED, INCONCLUSIVE, REFUTED, ProbeResult
+
+_INTEGRITY = ("empty", "zeroed", "garbage", "lfs_pointer", "truncated", "bad_zip", "crc_mismatch", "bad_pickle",
+              "storage_missing")
+
+CATEGORIES: dict[str, dict[str, list]] = {
+    "missing_file": {
+        "confirm": ["path.not_found", "path.no_checkpoint", "path.wrong_level", "latest.latest_missing",
+                    "latest.latest_dangling", "completeness.tag_missing", "completeness.tag_empty",
+                    "completeness.model_missing", "completeness.optim_missing", "completeness.layer_missing"],
+        "refute": [["path.not_found"], ["latest.latest_missing"], ["latest.latest_dangling"],
+                   ["completeness.tag_missing"], ["completeness.model_missing"], ["completeness.optim_missing"]],
+    },
+    "partial_checkpoint": {
+        "confirm": ["completeness.incomplete_save", "path.no_deepspeed_state"],
+        "refute": [["completeness.incomplete_save"], ["path.no_deepspeed_state"], ["model.adapter_only"]],
+    },
+    "permission_denied": {
+        "confirm": ["permission.untraversable", "permission.unlistable", "permission.unreadable"],
+        "refute": [["permission.untraversable"], ["permission.unlistable"], ["permission.unreadable"]],
+    },
+    "corrupt_file": {
+        "confirm": [f"integrity.{s}" for s in _INTEGRITY] + ["completeness.extra_shards"],
+        "refute": [[f"integrity.{s}"] for s in _INTEGRITY],
+    },
+    "unsafe_load_blocked": {"confirm": ["integrity.suspicious_pickle"], "refute": []},
+    "version_incompatible": {"confirm": ["version.ds_version_missing", "version.known_break"], "refute": []},
+    "zero_stage_mismatch": {
+        "confirm": ["completeness.stage_differs", "config.stage_differs"],
+        "refute": [["completeness.stage_differs", "config.stage_differs"]],
+    },
+    "parallelism_mismatch": {
+        "confirm": ["completeness.world_size_differs", "config.tp_differs", "config.pp_differs"],
+        "refute": [["completeness.world_size_differs"], ["config.tp_differs"], ["config.pp_differs"]],
+    },
+    "config_mismatch": {"confirm": ["config.precision_differs"], "refute": []},
+    # Decided by probes not built yet (model, optimizer, memory) or not by probes at all.
+    "model_mismatch": {"confirm": [], "refute": [["model.shapes_differ"]]},
+    "optimizer_mismatch": {"confirm": [], "refute": [["optimizer.groups_differ"]]},
+    "known_bug": {"confirm": [], "refute": []},
+    "out_of_memory": {"confirm": [], "refute": [["memory.too_small"]]},
+    "unknown": {"confirm": [], "refute": []},
+}
+
+RULES: dict[str, dict[str, list]] = {
+    "DS-F002": {"confirm": ["completeness.optim_missing"], "refute": [["completeness.optim_missing"]]},
+    "DS-F003": {"confirm": ["completeness.model_missing"], "refute": [["completeness.model_missing"]]},
+    "DS-F004": {"confirm": ["latest.latest_missing"], "refute": [["latest.latest_missing"]]},
+    "DS-F102": {"confirm": ["latest.latest_missing"], "refute": [["latest.latest_missing"]]},
+    "DS-F005": {"confirm": ["path.wrong_level"], "refute": [["path.wrong_level"]]},
+    "DS-V001": {"confirm": ["version.known_break"], "refute": [["version.known_break"]]},
+    "DS-V002": {"confirm": ["version.ds_version_missing"], "refute": [["version.ds_version_missing"]]},
+    "DS-C001": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
+    "DS-C002": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
+}
+
+
+def entry(category: str, rule_id: str | None = None) -> dict[str, list]:
+    return RULES.get(rule_id or "", CATEGORIES.get(category, {"confirm": [], "refute": []}))
+
+
+def probes_needed(category: str, rule_id: str | None = None) -> set[str]:
+    e = entry(category, rule_id)
+    names = {s.split(".", 1)[0] for s in e["confirm"]}
+    names |= {s.split(".", 1)[0] for check in e["refute"] for s in check}
+    return names
+
+
+@dataclass
+class Decision:
+    status: str
+    reason: str
+    signals: list[str]  # the probe.signal that decided it (found, or checked clear)
+
+
+def decide(category: str, rule_id: str | None, results: dict[str, ProbeResult]) -> Decision:
+    e = entry(category, rule_id)
+    found = {f"{r.name}.{s}" for r in results.values() for s in r.signals}
+    checked = {f"{r.name}.{s}" for r in results.values() for s in r.checked}
+    hits = [s for s in e["confirm"] if s in found]
+    if hits:
+        return Decision(CONFIRMED, "found: " + ", ".join(hits), hits)
+    if not e["confirm"] and not e["refute"]:
+        return Decision(INCONCLUSIVE, "no probe can decide this category yet", [])
+    if e["refute"] and all(any(a in checked for a in check) for check in e["refute"]):
+        clear = [next(a for a in check if a in checked) for check in e["refute"]]
+        return Decision(REFUTED, "checked and clear: " + ", ".join(clear), clear)
+    if not e["refute"]:
+        return Decision(INCONCLUSIVE, "not found; the probes cannot rule this cause out", [])
+    open_checks = [" or ".join(check) for check in e["refute"] if not any(a in checked for a in check)]
+    return Decision(INCONCLUSIVE, "not found, but not checked: " + ", ".join(open_checks), [])
+
+
+def findings(results: dict[str, ProbeResult]) -> list[str]:
+    """The categories the probes' signals confirm (category table only), in table order."""
+    found = {f"{r.name}.{s}" for r in results.values() for s in r.signals}
+    return [c for c, e in CATEGORIES.items() if any(s in found for s in e["confirm"])]

@@ -1,0 +1,112 @@
+"""Is a `.pt` file a whole zip archive? Structure only (header, directory, records); CRC on demand.
+
+The cheap check reads the first and last bytes, the central directory at the end, and the
+30-byte local header of every record: a few kilobytes, whatever the file's size. `deep=True`
+also reads every record through and checks its CRC-32 (the whole file, in 1 MiB pieces).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zipfile
+from dataclasses import dataclass, field
+
+LOCAL_HEADER = b"PK\x03\x04"
+LOCAL_HEADER_SIZE = 30
+# torch's legacy (pre-1.6, non-zip) format: a pickle of this magic number first.
+LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
+LFS_POINTER = b"version https://git-lfs"
+CHUNK = 1 << 20
+
+
+@dataclass
+class ZipCheck:
+    path: str
+    size: int = 0
+    problem: str | None = None  # a signal: empty, zeroed, garbage, lfs_pointer, truncated, bad_zip, crc_mismatch
+    detail: str = ""
+    legacy: bool = False  # torch's old non-zip format: not damaged, but not readable here
+    records: dict[str, int] = field(default_factory=dict)  # record name -> uncompressed size
+    unreadable: str | None = None  # could not open/read the file at all (permission, I/O)
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None and self.unreadable is None and not self.legacy
+
+
+def check(path: str, deep: bool = False) -> ZipCheck:
+    result = ZipCheck(path=str(path))
+    try:
+        with open(path, "rb") as f:
+            result.size = os.fstat(f.fileno()).st_size
+            _check_open(f, result, deep)
+    except OSError as exc:
+        result.unreadable = f"{type(exc).__name__}: {exc.strerror or exc}"
+    return result
+
+
+def _check_open(f, result: ZipCheck, deep: bool) -> None:
+    size = result.size
+    if size == 0:
+        result.problem, result.detail = "empty", "0 bytes"
+        return
+    head = f.read(64)
+    f.seek(max(0, size - 64))
+    tail = f.read(64)
+    if not head.startswith(LOCAL_HEADER):
+        if not head.strip(b"\0") and not tail.strip(b"\0"):
+            result.problem, result.detail = "zeroed", f"{size} bytes, all zero at the start and the end"
+        elif head.startswith(LFS_POINTER):
+            result.problem, result.detail = "lfs_pointer", "a Git LFS pointer file, not the data (git lfs pull)"
+        elif head.startswith(LEGACY_MAGIC):
+            result.legacy, result.detail = True, "torch's legacy (non-zip) serialization format"
+        else:
+            result.problem = "garbage"
+            result.detail = f"not a zip archive (starts with {head[:8].hex(' ')}, a zip starts with 50 4b 03 04)"
+        return
+    f.seek(0)
+    try:
+        zf = zipfile.ZipFile(f)
+    except zipfile.BadZipFile as exc:
+        result.problem = "truncated"
+        result.detail = (f"starts as a zip but has no central directory at its end ({size} bytes): "
+                         f"cut short, e.g. a save killed mid-write or an incomplete copy ({exc})")
+        return
+    except (ValueError, OverflowError, EOFError) as exc:
+        result.problem, result.detail = "bad_zip", f"zip directory unreadable: {exc}"
+        return
+    with zf:
+        infos = zf.infolist()
+        if not infos:
+            result.problem, result.detail = "bad_zip", "the zip archive has no records"
+            return
+        for info in infos:
+            result.records[info.filename] = info.file_size
+            problem = _check_record(f, info, size)
+            if problem:
+                result.problem, result.detail = "bad_zip", problem
+                return
+        if deep:
+            for info in infos:
+                try:
+                    with zf.open(info) as member:
+                        while member.read(CHUNK):
+                            pass
+                except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+                    result.problem, result.detail = "crc_mismatch", f"record {info.filename}: {exc}"
+                    return
+
+
+def _check_record(f, info: zipfile.ZipInfo, size: int) -> str | None:
+    if info.header_offset + LOCAL_HEADER_SIZE > size:
+        return f"record {info.filename} starts past the end of the file"
+    f.seek(info.header_offset)
+    header = f.read(LOCAL_HEADER_SIZE)
+    if len(header) < LOCAL_HEADER_SIZE or not header.startswith(LOCAL_HEADER):
+        return f"record {info.filename}: no local header at offset {info.header_offset} (overwritten?)"
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    end = info.header_offset + LOCAL_HEADER_SIZE + name_len + extra_len + info.compress_size
+    if end > size:
+        return f"record {info.filename} ends at byte {end}, past the end of the file ({size} bytes)"
+    return None
