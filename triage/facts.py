@@ -38,14 +38,18 @@ def extract(lines: list[Line], incident) -> None:
             match = pattern.search(text)
             if match:
                 incident.versions[name] = match.group(1)
+    # The path and shard patterns start with no literal, so sre tries them at every
+    # position: give them only the lines a cheap substring test lets through.
+    path_text = "\n".join(line.text for line in lines if "/" in line.text and not line.text.lstrip().startswith('File "'))
+    shard_text = "\n".join(line.text for line in lines if "_states" in line.text or "latest" in line.text)
     paths: dict[str, None] = {}
-    for path in dict.fromkeys(_PATH.findall(text)):  # unique, in order of appearance
+    for path in dict.fromkeys(_PATH.findall(path_text)):  # unique, in order of appearance
         if len(paths) >= MAX_ITEMS:
             break
-        if not path.endswith(".py") and _is_checkpoint_path(path):  # .py: a traceback's source file
+        if not path.endswith(".py") and _is_checkpoint_path(path):  # .py: source files, not checkpoints
             paths[path] = None
     shards: dict[str, None] = {}
-    for match in _SHARD.finditer(text):
+    for match in _SHARD.finditer(shard_text):
         if len(shards) >= MAX_ITEMS:
             break
         shards[match.group(0)] = None
