@@ -41,7 +41,7 @@ def test_probe_json_matches_its_schema_and_exit_code(case_id, cli):
     data = json.loads(proc.stdout)
     assert not errors(PROBE, data)
     assert [p["name"] for p in data["probes"]] == ["path", "latest", "completeness", "permission", "integrity",
-                                                  "version", "config"]
+                                                  "version", "config", "model", "optimizer"]
     for p in data["probes"]:
         assert bool(p["signals"]) == (p["status"] == "confirmed")
     if case_id == pc.HEALTHY:

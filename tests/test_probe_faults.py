@@ -17,7 +17,9 @@ from triage.probe.target import from_args
 
 pytestmark = pytest.mark.slow
 
-# scenario -> (the probe that must confirm it, the signals it must report). Everything else: refuted.
+# scenario -> (the probe that must confirm it, the signals it must report). Everything else: refuted
+# (model and optimizer: inconclusive, nothing to compare with; tests/test_probe_model_optimizer.py).
+UNCOMPARED = ("model", "optimizer")
 FAULTS = {
     pc.HEALTHY: (None, []),
     pc.ZERO3: (None, []),  # healthy ZeRO-3 checkpoint; the fault is in the loading config (see below)
@@ -54,6 +56,8 @@ def test_fault_confirmed_by_its_probe_and_refuted_by_the_others(case_id, tmp_pat
             assert result.status == CONFIRMED, (name, result)
             assert set(signals) <= set(result.signals), (name, result.signals)
             assert result.command and result.evidence
+        elif name in UNCOMPARED:
+            assert result.status == INCONCLUSIVE, (case_id, name, result.summary, result.evidence)
         else:
             assert result.status == REFUTED, (case_id, name, result.summary, result.evidence)
 

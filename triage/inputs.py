@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -82,3 +83,14 @@ def _refuse_binary(data: bytes, source: str) -> None:
             f"{source} does not look like a text log: {controls} of its first "
             f"{len(sample)} bytes are control characters{hint}"
         )
+
+
+def json_object(data: bytes, label: str, what: str = "a JSON object") -> dict:
+    """Parse bytes the user gave as a JSON object, or BadInput saying what is wrong."""
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{label}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"{label}: {what} is a JSON object, this is a {type(value).__name__}")
+    return value

@@ -24,6 +24,11 @@ def add_target_options(parser) -> None:
     parser.add_argument("--config", metavar="FILE", help="the ds_config (JSON) the load uses: compared with the saved one")
     parser.add_argument("--world-size", type=positive_int, metavar="N", help="number of ranks the load runs on")
     parser.add_argument("--stage", type=int, choices=(0, 1, 2, 3), help="ZeRO stage the load uses")
+    parser.add_argument("--model", metavar="FILE", help="the model the load builds: a JSON/YAML of parameter names to "
+                        "shapes, a state-dict file (.pt/.bin, read without torch.load) or a .safetensors file")
+    parser.add_argument("--optimizer", metavar="NAME", help="the optimizer class the load builds (AdamW, SGD, ...)")
+    parser.add_argument("--param-groups", type=positive_int, metavar="N",
+                        help="number of param groups the load's optimizer has")
     parser.add_argument("--deep", action="store_true", help="also verify the CRC-32 of every record (reads every byte)")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
 
@@ -33,7 +38,7 @@ def register(subparsers) -> None:
         "probe",
         help="check a checkpoint on disk (read-only)",
         description="Run every probe on a DeepSpeed checkpoint, in the order path -> permission -> integrity -> "
-        "version -> config, and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
+        "version -> config -> model -> optimizer, and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
         "Exit 0 when nothing is wrong, 1 when a probe found a problem (docs/exit-codes.md).",
     )
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (the --load dir), a global_stepN dir, a shard "
@@ -49,7 +54,8 @@ def context_from(args, log_text: str | None = None):
 
     if not os.path.lexists(args.ckpt):
         raise BadInput(f"{args.ckpt}: no such file or directory")
-    target = from_args(args.stage, args.world_size, args.config, log_text)
+    target = from_args(args.stage, args.world_size, args.config, log_text, model=args.model,
+                       optimizer=args.optimizer, param_groups=args.param_groups)
     return ProbeContext.for_path(args.ckpt, target, deep=args.deep)
 
 

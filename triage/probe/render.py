@@ -29,6 +29,10 @@ def _header(report: ProbeReport) -> list[str]:
              if getattr(target, name) is not None]
     if target.config_path:
         parts.append(f"config {target.config_path}")
+    if target.model_path:
+        parts.append(f"model {target.model_path}")
+    parts += [f"{name.replace('_', ' ')} {target.describe(name)}" for name in ("optimizer", "param_groups")
+              if getattr(target, name) is not None]
     if parts:
         out.append("target: " + ", ".join(parts))
     return out

@@ -42,7 +42,8 @@ class ProbeReport:
 
     def target_json(self) -> dict:
         t = self.ctx.target
-        return {"stage": t.stage, "world_size": t.world_size, "config": t.config_path, "sources": dict(t.sources)}
+        return {"stage": t.stage, "world_size": t.world_size, "config": t.config_path, "model": t.model_path,
+                "optimizer": t.optimizer, "param_groups": t.param_groups, "sources": dict(t.sources)}
 
     def to_json(self) -> dict:
         return {

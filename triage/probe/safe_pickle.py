@@ -260,6 +260,10 @@ class ShardMeta:
     zero_stage: int | None = None
     partition_count: object = None
     module_keys: list[str] | None = None
+    module_shapes: dict[str, tuple] | None = None  # the module state's tensors (ZeRO-3: params are empty)
+    frozen_param_shapes: dict[str, tuple] | None = None
+    param_shape_groups: int | None = None  # param_shapes is saved as one dict per optimizer param group
+    optimizer: dict | None = None  # the torch optimizer's state inside (see optimizer_summary)
     optimizer_keys: list[str] | None = None
     global_steps: int | None = None
     optim_ds_version: object = None  # ds_version inside optimizer_state_dict (what ZeRO-1/2 and bf16 check)
@@ -342,15 +346,21 @@ def _describe(meta: ShardMeta, obj) -> None:
         shapes = [shapes]
     if isinstance(shapes, list):
         meta.param_shapes = {}
+        meta.param_shape_groups = len(shapes)
         for group in shapes:
             if isinstance(group, dict):
                 meta.param_shapes.update({str(k): tuple(v) if isinstance(v, (tuple, list)) else v
                                           for k, v in group.items()})
+    frozen = obj.get("frozen_param_shapes")
+    if isinstance(frozen, dict):
+        meta.frozen_param_shapes = {str(k): tuple(v) for k, v in frozen.items() if isinstance(v, (tuple, list))}
     module = obj.get("module")
     if isinstance(module, dict):
         meta.module_keys = [str(k) for k in module]
+        meta.module_shapes = tensor_shapes(module)
     optim = obj.get("optimizer_state_dict", obj.get("optimizer"))
     if isinstance(optim, dict):
+        meta.optimizer = optimizer_summary(optim)
         meta.optimizer_keys = [str(k) for k in optim]
         stage = optim.get("zero_stage")
         meta.zero_stage = int(stage) if isinstance(stage, int) else None
@@ -362,6 +372,49 @@ def _describe(meta: ShardMeta, obj) -> None:
 
 def _int(value) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def tensor_shapes(state: dict) -> dict[str, tuple]:
+    """name -> shape of the TensorMeta values of a state dict (other values skipped)."""
+    return {str(k): tuple(v.shape) for k, v in state.items() if isinstance(v, TensorMeta)}
+
+
+def optimizer_summary(optim: dict) -> dict | None:
+    """The torch optimizer state inside a DeepSpeed optimizer state (ZeRO-1/2 and bf16:
+    `base_optimizer_state`, ZeRO-3: `optimizer_state_dict`, no ZeRO: the state dict itself):
+    its per-parameter state keys (exp_avg, momentum_buffer, ...), its param groups' hyperparameter
+    names and sizes. None when there is no such state."""
+    base = optim.get("base_optimizer_state", optim.get("optimizer_state_dict", optim))
+    state_keys: set[str] = set()
+    group_keys: set[str] = set()
+    sizes: list[int | None] = []
+    decoupled = None
+    if isinstance(base, dict) and isinstance(base.get("param_groups"), list):
+        state = base.get("state")
+        for value in (state.values() if isinstance(state, dict) else []):
+            if isinstance(value, dict):
+                state_keys.update(str(k) for k in value)
+        for group in base["param_groups"]:
+            if isinstance(group, dict):
+                group_keys.update(str(k) for k in group if k != "params")
+                params = group.get("params")
+                sizes.append(len(params) if isinstance(params, (list, tuple)) else None)
+                if isinstance(group.get("decoupled_weight_decay"), bool):
+                    decoupled = group["decoupled_weight_decay"]
+            else:
+                sizes.append(None)
+        source = "base_optimizer_state" if "base_optimizer_state" in optim else \
+            "optimizer_state_dict" if "optimizer_state_dict" in optim else "optimizer"
+    elif isinstance(base, list) and base and all(isinstance(g, dict) for g in base):
+        # older ZeRO-1/2: one state dict per param group, no param_groups
+        for group in base:
+            state_keys.update(str(k) for k in group)
+        sizes = [None] * len(base)
+        source = "base_optimizer_state (one state per group)"
+    else:
+        return None
+    return {"source": source, "state_keys": sorted(state_keys), "group_keys": sorted(group_keys),
+            "param_groups": len(sizes), "group_sizes": sizes, "decoupled_weight_decay": decoupled}
 
 
 def _jsonable(value, depth: int = 0):
@@ -386,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Print a DeepSpeed shard's metadata without running its pickle.")
     parser.add_argument("shard")
     parser.add_argument("--config", action="store_true", help="print only the saved ds_config (sorted JSON)")
+    parser.add_argument("--optimizer", action="store_true",
+                        help="print only the saved optimizer's state keys and param groups (JSON)")
     args = parser.parse_args(argv)
     try:
         return _print(args)
@@ -405,12 +460,19 @@ def _print(args) -> int:
         return 3
     if args.config:
         json.dump(_jsonable(meta.ds_config), sys.stdout, indent=4, sort_keys=True)
+    elif args.optimizer:
+        optimizer = (meta.ds_config or {}).get("optimizer") if isinstance(meta.ds_config, dict) else None
+        json.dump({"ds_config_optimizer": _jsonable(optimizer), "torch_optim_globals":
+                   [g for g in meta.globals_seen if g.startswith("torch.optim.")],
+                   "optimizer": meta.optimizer, "param_shape_groups": meta.param_shape_groups},
+                  sys.stdout, indent=1)
     else:
         data = meta.to_json()
         data.update(top_keys=meta.top_keys, parallel_dimensions=_jsonable(meta.parallel_dimensions),
                     ds_config=_jsonable(meta.ds_config), optimizer_keys=meta.optimizer_keys,
                     optim_ds_version=_jsonable(meta.optim_ds_version),
                     param_shapes=_jsonable(meta.param_shapes), globals=meta.globals_seen,
+                    optimizer=meta.optimizer,
                     weights_only_refused=meta.weights_only_refused)
         json.dump(data, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -1,4 +1,4 @@
-"""What the loading job is set up with: stage, world size, its ds_config.
+"""What the loading job is set up with: stage, world size, its ds_config, its model and optimizer.
 
 From the command line (--stage, --world-size, --config) first; `triage` also reads what the
 failing job's own log printed (DeepSpeed's config dump at INFO level), so that a log plus a
@@ -7,18 +7,18 @@ checkpoint can tell apart what neither can alone. Each value keeps where it came
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
 from triage.errors import BadInput
-from triage.inputs import read_file
+from triage.inputs import json_object, read_file
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 # DeepSpeed's `DeepSpeedEngine configuration:` dump and its optimizer banner.
 LOG_STAGE = (re.compile(r"zero_optimization_stage \.+ (\d)\b"), re.compile(r"Creating \S+ ZeRO stage (\d) optimizer"))
 LOG_WORLD = (re.compile(r"^\s*world_size \.+ (\d+)\s*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"))
+LOG_OPTIMIZER = (re.compile(r"DeepSpeed Basic Optimizer = ([A-Za-z_][\w.]*)"),)
 
 
 @dataclass
@@ -27,6 +27,10 @@ class Target:
     world_size: int | None = None
     config: dict | None = None
     config_path: str | None = None
+    model: object = None  # triage.probe.model_file.ModelShapes from --model
+    model_path: str | None = None
+    optimizer: str | None = None  # --optimizer NAME (AdamW, SGD, ...)
+    param_groups: int | None = None  # --param-groups N
     sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
 
     def describe(self, name: str) -> str:
@@ -42,13 +46,7 @@ def read_config(path: str) -> dict:
         raise BadInput(f"--config: {exc.message}") from None
     if len(data) > MAX_CONFIG_BYTES:
         raise BadInput(f"--config {path}: larger than {MAX_CONFIG_BYTES} bytes; not a ds_config file")
-    try:
-        config = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"--config {path}: not valid JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise BadInput(f"--config {path}: a ds_config is a JSON object, this is a {type(config).__name__}")
-    return config
+    return json_object(data, f"--config {path}", "a ds_config")
 
 
 def config_stage(config: dict | None) -> int | None:
@@ -57,10 +55,20 @@ def config_stage(config: dict | None) -> int | None:
     return stage if isinstance(stage, int) and not isinstance(stage, bool) else None
 
 
-def from_args(stage: int | None, world_size: int | None, config_path: str | None, log_text: str | None = None) -> Target:
+def from_args(stage: int | None, world_size: int | None, config_path: str | None, log_text: str | None = None, *,
+              model: str | None = None, optimizer: str | None = None, param_groups: int | None = None) -> Target:
     target = Target()
     if config_path:
         target.config, target.config_path = read_config(config_path), config_path
+    if model:
+        from triage.probe.model_file import read_model
+
+        target.model, target.model_path = read_model(model), model
+        target.sources["model"] = "--model"
+    if optimizer:
+        target.optimizer, target.sources["optimizer"] = optimizer.strip(), "--optimizer"
+    if param_groups is not None:
+        target.param_groups, target.sources["param_groups"] = param_groups, "--param-groups"
     if stage is not None:
         target.stage, target.sources["stage"] = stage, "--stage"
     elif target.config is not None and config_stage(target.config) is not None:
@@ -73,13 +81,14 @@ def from_args(stage: int | None, world_size: int | None, config_path: str | None
 
 
 def _from_log(target: Target, text: str) -> None:
-    for name, patterns in (("stage", LOG_STAGE), ("world_size", LOG_WORLD)):
+    for name, patterns, kind in (("stage", LOG_STAGE, int), ("world_size", LOG_WORLD, int),
+                                 ("optimizer", LOG_OPTIMIZER, str)):
         if getattr(target, name) is not None:
             continue
         for pattern in patterns:
             m = pattern.search(text)
             if m:
                 line = text.count("\n", 0, m.start()) + 1
-                setattr(target, name, int(m.group(1)))
+                setattr(target, name, kind(m.group(1)))
                 target.sources[name] = f"the log, line {line}"
                 break

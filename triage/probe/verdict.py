@@ -17,6 +17,8 @@ from triage.probe.result import CONFIRMED, INCONCLUSIVE, REFUTED, ProbeResult
 _INTEGRITY = ("empty", "zeroed", "garbage", "lfs_pointer", "truncated", "bad_zip", "crc_mismatch", "bad_pickle",
               "storage_missing")
 
+_MODEL = ("prefix_module", "prefix_orig_mod", "prefix_peft", "missing_keys", "unexpected_keys", "shapes_differ")
+
 CATEGORIES: dict[str, dict[str, list]] = {
     "missing_file": {
         "confirm": ["path.not_found", "path.no_checkpoint", "path.wrong_level", "latest.latest_missing",
@@ -48,9 +50,16 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "refute": [["completeness.world_size_differs"], ["config.tp_differs"], ["config.pp_differs"]],
     },
     "config_mismatch": {"confirm": ["config.precision_differs"], "refute": []},
-    # Decided by probes not built yet (model, optimizer, memory) or not by probes at all.
-    "model_mismatch": {"confirm": [], "refute": [["model.shapes_differ"]]},
-    "optimizer_mismatch": {"confirm": [], "refute": [["optimizer.groups_differ"]]},
+    # model: --model compared with the saved names and shapes; optimizer: --optimizer / --param-groups.
+    "model_mismatch": {
+        "confirm": [f"model.{s}" for s in _MODEL],
+        "refute": [[f"model.{s}"] for s in _MODEL],
+    },
+    "optimizer_mismatch": {
+        "confirm": ["optimizer.type_differs", "optimizer.groups_differ"],
+        "refute": [["optimizer.type_differs"], ["optimizer.groups_differ"]],
+    },
+    # Decided by probes not built yet (memory) or not by probes at all.
     "known_bug": {"confirm": [], "refute": []},
     "out_of_memory": {"confirm": [], "refute": [["memory.too_small"]]},
     "unknown": {"confirm": [], "refute": []},
@@ -66,6 +75,11 @@ RULES: dict[str, dict[str, list]] = {
     "DS-V002": {"confirm": ["version.ds_version_missing"], "refute": [["version.ds_version_missing"]]},
     "DS-C001": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
     "DS-C002": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
+    "DS-M002": {"confirm": ["model.prefix_orig_mod"], "refute": [["model.prefix_orig_mod"]]},
+    # also "the whole checkpoint dict loaded into the bare model": a load-code mistake no probe can rule out
+    "DS-M003": {"confirm": ["model.prefix_module"], "refute": []},
+    "DS-O001": {"confirm": ["optimizer.type_differs"], "refute": [["optimizer.type_differs"]]},
+    "DS-O002": {"confirm": ["optimizer.groups_differ"], "refute": [["optimizer.groups_differ"]]},
 }
 
 

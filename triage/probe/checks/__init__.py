@@ -1,5 +1,6 @@
 """The probes, one module each, in the order a person should verify: path -> permission ->
-integrity -> version -> config (`latest` and `completeness` belong to the path phase)."""
+integrity -> version -> config -> model -> optimizer (`latest` and `completeness` belong to the
+path phase)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import importlib
 from triage.probe.context import ProbeContext
 from triage.probe.result import ProbeResult, not_implemented
 
-ORDER = ("path", "latest", "completeness", "permission", "integrity", "version", "config")
+ORDER = ("path", "latest", "completeness", "permission", "integrity", "version", "config", "model", "optimizer")
 # Named by rules (rules/schema.json `probes`) but not built yet: reported as inconclusive.
-PLANNED = ("model", "optimizer", "world_size", "memory")
+PLANNED = ("world_size", "memory")
 
 
 def run(ctx: ProbeContext, names=ORDER) -> dict[str, ProbeResult]:
