@@ -17,6 +17,7 @@ does not say.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file, first_optim_file
@@ -138,47 +139,64 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     layout = ctx.layout() if readable else None
     have_type, type_how = saved_type(metas, layout.ds_config if layout else None)
     have_groups, groups_how = saved_groups(metas)
-    evidence: list[str] = []
-    context: list[str] = []
-    signals: list[str] = []
-    checked: list[str] = []
-    complete = True
+    found = _Findings()
     if want_type is not None:
-        if have_type is None:
-            complete = False
-            context.append("the checkpoint does not say which optimizer saved it")
-        else:
-            checked.append("type_differs")
-            precise = canon(have_type) not in FAMILY_ONLY and canon(have_type) != "adamoradamw" \
-                and canon(want_type) not in FAMILY_ONLY
-            same = canon(have_type) == canon(want_type) if precise else family(have_type) == family(want_type)
-            if family(want_type) is None:
-                context.append(f"{want_type!r} is not an optimizer ds-triage knows; compared by name")
-            line = f"saved {have_type} ({type_how}), the load builds {want_type} ({type_source})"
-            if not same:
-                signals.append("type_differs")
-                evidence.append(line + (": its state keys differ, the restore fails (KeyError in step())"
-                                        if family(have_type) != family(want_type) else
-                                        ": same state layout, other update rule"))
-            else:
-                context.append(line + ("" if precise else ": same state layout (the class itself cannot be told)"))
+        _compare_type(found, want_type, type_source, have_type, type_how)
     if want_groups is not None:
-        if have_groups is None:
-            complete = False
-            context.append("the checkpoint does not say how many param groups it saved")
-        else:
-            checked.append("groups_differ")
-            line = f"param groups: saved {have_groups} ({groups_how}), the load builds {want_groups} (--param-groups)"
-            if have_groups != want_groups:
-                signals.append("groups_differ")
-                evidence.append(line + ": 'loaded state dict has a different number of parameter groups'")
-            else:
-                context.append(line)
+        _compare_groups(found, want_groups, have_groups, groups_how)
     sample = ctx.q(ctx.ckpt.tag, shards[0].name) if shards else ""
     command = f"python -m triage.probe.safe_pickle --optimizer {sample}" if sample else ""
-    return outcome(NAME, signals=signals, checked=checked, complete=complete,
+    return outcome(NAME, signals=found.signals, checked=found.checked, complete=found.complete,
                    found="the optimizer the load builds differs from the saved one",
                    clear="the saved optimizer matches the one the load builds",
                    unknown="the checkpoint does not say enough about its optimizer",
-                   evidence=evidence, context=context, command=command,
+                   evidence=found.evidence, context=found.context, command=command,
                    facts={"saved_type": have_type, "saved_param_groups": have_groups})
+
+
+@dataclass
+class _Findings:
+    """What the comparisons found, in the shape outcome() takes."""
+
+    signals: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)
+    complete: bool = True
+
+    def unknown(self, note: str) -> None:
+        self.complete = False
+        self.context.append(note)
+
+    def compared(self, signal: str, differs: bool, text: str) -> None:
+        self.checked.append(signal)
+        if differs:
+            self.signals.append(signal)
+            self.evidence.append(text)
+        else:
+            self.context.append(text)
+
+
+def _compare_type(found: _Findings, want: str, want_how: str, have: str | None, have_how: str) -> None:
+    if have is None:
+        return found.unknown("the checkpoint does not say which optimizer saved it")
+    if family(want) is None:
+        found.context.append(f"{want!r} is not an optimizer ds-triage knows; compared by name")
+    # Some saves name only the state layout (Adam-like, SGD-like), not the class.
+    precise = canon(have) not in FAMILY_ONLY and canon(have) != "adamoradamw" and canon(want) not in FAMILY_ONLY
+    same = canon(have) == canon(want) if precise else family(have) == family(want)
+    line = f"saved {have} ({have_how}), the load builds {want} ({want_how})"
+    if not same:
+        why = (": its state keys differ, the restore fails (KeyError in step())"
+               if family(have) != family(want) else ": same state layout, other update rule")
+    else:
+        why = "" if precise else ": same state layout (the class itself cannot be told)"
+    found.compared("type_differs", not same, line + why)
+
+
+def _compare_groups(found: _Findings, want: int, have: int | None, have_how: str) -> None:
+    if have is None:
+        return found.unknown("the checkpoint does not say how many param groups it saved")
+    line = f"param groups: saved {have} ({have_how}), the load builds {want} (--param-groups)"
+    why = ": 'loaded state dict has a different number of parameter groups'" if have != want else ""
+    found.compared("groups_differ", have != want, line + why)
