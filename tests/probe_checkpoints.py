@@ -1,6 +1,6 @@
 """Real faulted checkpoints for the probe tests, made by the corpus generator.
 
-Two baselines (ZeRO-2 dp 2 and ZeRO-3 dp 2, fp32) are trained and saved by real DeepSpeed
+Four baselines (ZeRO-2 dp 2, ZeRO-3 dp 2, ZeRO-2 dp 1 and ZeRO-0 dp 1, fp32) are trained and saved by real DeepSpeed
 through `corpus.generate.build_base`, once per machine and fingerprint (deepspeed version +
 the worker scripts): about 30 s the first time, then reused. Each scenario is a copy of its
 baseline with the corpus scenario's own fault applied (`corpus.faults.apply` of its `inject`
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path(os.environ.get("DS_TRIAGE_PROBE_WORK", "/tmp/ds-triage-probe-tests"))
-LAYOUTS = ("z2-dp2-fp32", "z3-dp2-fp32")
+LAYOUTS = ("z2-dp2-fp32", "z3-dp2-fp32", "z2-dp1-fp32", "z0-dp1-fp32")  # dp 1: the repair tests
 
 # scenario id (corpus/scenarios.py) -> what it is, for the tests
 HEALTHY = "resume-z2-dp2-fp32"

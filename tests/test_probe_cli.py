@@ -79,10 +79,13 @@ def test_probe_finds_the_root_from_whatever_path_is_given(given, cli, tmp_path):
     assert data["checkpoint"]["given_kind"] == kind
     assert data["checkpoint"]["tag"] == "global_step3"
     path_probe = data["probes"][0]
-    # a tag dir is one level too deep for --load: DS-F005's cause
-    assert path_probe["signals"] == (["wrong_level"] if given == "tag" else [])
+    # whatever path is at hand is probed as its checkpoint: its own level is no fault
+    assert path_probe["signals"] == [] and data["findings"] == [], path_probe
+    # ... but as the dir the job passes to load_checkpoint, a tag dir is one level too deep (DS-F005)
+    as_load = json.loads(cli("probe", root, "--load-dir", path, "--json").stdout)["probes"][0]
+    assert as_load["signals"] == (["wrong_level"] if given == "tag" else []), as_load
     if given == "hf":
-        outer = json.loads(cli("probe", tmp_path / "out", "--json").stdout)
+        outer = json.loads(cli("probe", tmp_path / "out", "--load-dir", tmp_path / "out", "--json").stdout)
         assert outer["checkpoint"]["root"] == str(hf) and outer["probes"][0]["signals"] == ["wrong_level"]
 
 
@@ -136,8 +139,9 @@ def test_bare_assert_with_a_deleted_model_states_file_is_missing_file(cli):
 def test_bare_assert_on_a_zero3_checkpoint_with_a_stage2_engine_is_zero_stage_mismatch(cli):
     proc, data = triage(cli, "zero3-saved-stage2-load-dp2.log", pc.ZERO3)
     assert proc.returncode == 0
-    assert data["verdict"] == {"category": "zero_stage_mismatch", "rule_id": "DS-Z001",
-                               "reason": "found: completeness.stage_differs"}
+    # the shard names say ZeRO-3; the ds_config DeepSpeed printed in the log says stage 2
+    assert data["verdict"] == {"category": "zero_stage_mismatch", "rule_id": "DS-Z001", "source": "log",
+                               "reason": "found: completeness.stage_differs, config.stage_differs"}
     status = {h["rule_id"]: h["status"] for h in data["hypotheses"]}
     assert status["DS-F001"] == "refuted" and status["DS-A001"] == "refuted"
     z001 = data["hypotheses"][0]
@@ -166,3 +170,20 @@ def test_triage_human_output_strikes_off_refuted_causes(cli):
     assert "verdict: zero_stage_mismatch [DS-Z001]" in out
     assert "x refuted" in out and "(struck off)" in out
     assert "fix (DS-Z001):" in out
+
+
+def test_triage_judges_the_level_of_the_dir_the_log_says_was_loaded(cli, tmp_path):
+    # A real log of a load given the tag dir, its paths moved to this machine's copy of a healthy
+    # checkpoint: DeepSpeed's "Unable to find latest file at DIR/latest" names the dir it was given.
+    root = pc.scenario(pc.HEALTHY)
+    text = (CASES / "zero2-dp1-load-global-step-dir.log").read_text()
+    log = tmp_path / "job.log"
+    log.write_text(text.replace("/tmp/ds-triage-corpus/zero2-dp1-load-global-step-dir", str(root)))
+    data = json.loads(cli("triage", "--log", log, "--ckpt", root, "--json").stdout)
+    assert data["verdict"]["rule_id"] == "DS-F005", data["verdict"]
+    path_probe = next(p for p in data["probes"] if p["name"] == "path")
+    assert path_probe["signals"] == ["wrong_level"] and str(root / "global_step3") in path_probe["evidence"][0]
+    # a log from another host names a dir that does not exist here: --ckpt is taken as the loaded dir
+    log.write_text(text.replace("/tmp/ds-triage-corpus/", "/no/such/host/path/"))
+    plain = json.loads(cli("triage", "--log", log, "--ckpt", root, "--json").stdout)
+    assert next(p for p in plain["probes"] if p["name"] == "path")["signals"] == []

@@ -41,13 +41,21 @@ def read_log(path: str, max_bytes: int = MAX_BYTES) -> LogText:
 
 def read_file(path: str, limit: int = -1, *, what: str = "a log file (or '-' for stdin)") -> bytes:
     """A file the user named, or BadInput with one line saying why it cannot be read."""
-    try:
-        with open(path, "rb") as handle:
+    with os.fdopen(open_file(path, what=what), "rb") as handle:
+        try:
             return handle.read(limit)
+        except OSError as exc:
+            raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def open_file(path: str, *, what: str = "a log file (or '-' for stdin)") -> int:
+    """A read-only file descriptor for a file the user named, or BadInput saying why not."""
+    if os.path.isdir(path):
+        raise BadInput(f"{path} is a directory; pass {what}")
+    try:
+        return os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         raise BadInput(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise BadInput(f"{path} is a directory; pass {what}") from None
     except PermissionError:
         raise BadInput(f"permission denied reading {path} (running as uid {os.getuid()})") from None
     except OSError as exc:

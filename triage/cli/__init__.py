@@ -9,7 +9,7 @@ import sys
 from triage import __version__
 from triage.errors import EXIT_INTERNAL, EXIT_USAGE, TriageError
 
-SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook")
+SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

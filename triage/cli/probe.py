@@ -29,6 +29,8 @@ def add_target_options(parser) -> None:
     parser.add_argument("--optimizer", metavar="NAME", help="the optimizer class the load builds (AdamW, SGD, ...)")
     parser.add_argument("--param-groups", type=positive_int, metavar="N",
                         help="number of param groups the load's optimizer has")
+    parser.add_argument("--load-dir", metavar="DIR", help="the dir the job passes to load_checkpoint / --load, when "
+                        "CKPT is not it: checked for being one level off (triage: the log's, else --ckpt)")
     parser.add_argument("--deep", action="store_true", help="also verify the CRC-32 of every record (reads every byte)")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
 
@@ -55,7 +57,11 @@ def context_from(args, log_text: str | None = None):
     if not os.path.lexists(args.ckpt):
         raise BadInput(f"{args.ckpt}: no such file or directory")
     target = from_args(args.stage, args.world_size, args.config, log_text, model=args.model,
-                       optimizer=args.optimizer, param_groups=args.param_groups)
+                       optimizer=args.optimizer, param_groups=args.param_groups, load_dir=args.load_dir)
+    if log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)):
+        # triage: --ckpt is the checkpoint the job failed on; unless the log names a dir
+        # that exists here, take it as the dir the job loaded.
+        target.load_dir, target.sources["load_dir"] = args.ckpt, "--ckpt"
     return ProbeContext.for_path(args.ckpt, target, deep=args.deep)
 
 

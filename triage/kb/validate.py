@@ -12,6 +12,7 @@ import string
 from pathlib import Path
 
 from triage.kb.source import RuleSource
+from triage.repair.registry import ACTIONS as REPAIR_ACTIONS
 
 TEMPLATE_FIELDS = {"ckpt", "tag", "config"}
 # A verification command must not change anything: the on-call engineer will
@@ -93,6 +94,10 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
         if function is not None and "source" not in reference:
             report(("references", index, "function"),
                    "function without source. Add the file that defines it: source: deepspeed/runtime/engine.py")
+    for index, action in enumerate(rule.get("repairs", [])):
+        if action not in REPAIR_ACTIONS:
+            report(("repairs", index), f"repair action {action!r} does not exist. Use one of {sorted(REPAIR_ACTIONS)} "
+                   "(triage/repair/registry.py), or add the action there first")
     for index, example in enumerate(rule["examples"]):
         if "file" in example and not (repo_root / example["file"]).is_file():
             report(("examples", index, "file"), f"example file {example['file']} does not exist. Give a path from the repository root")

@@ -29,8 +29,12 @@ def _header(report: ProbeReport) -> list[str]:
              if getattr(target, name) is not None]
     if target.config_path:
         parts.append(f"config {target.config_path}")
+    elif target.config is not None:
+        parts.append(f"ds_config printed in {target.sources.get('config', 'the log')}")
     if target.model_path:
         parts.append(f"model {target.model_path}")
+    elif target.model_claims:
+        parts.append(f"model as torch's load error describes it (the log, line {target.model_claims.line})")
     parts += [f"{name.replace('_', ' ')} {target.describe(name)}" for name in ("optimizer", "param_groups")
               if getattr(target, name) is not None]
     if parts:
@@ -85,6 +89,10 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     if v["rule_id"]:
         top = triage.probed[0].hypothesis
         out.append(style(f"verdict: {v['category']} [{v['rule_id']}] {top.rule.title}", "1;31"))
+        out.append(f"  {v['reason']}")
+    elif v["category"] != "unknown":
+        out.append(style(f"verdict: {v['category']} (found on the checkpoint; no rule matched this log for it)",
+                         "1;31"))
         out.append(f"  {v['reason']}")
     else:
         out.append(style("verdict: unknown (no hypothesis from the log was confirmed)", "1;33"))

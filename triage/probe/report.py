@@ -80,13 +80,21 @@ class TriageReport:
         for p in self.probed:
             if p.decision.status == CONFIRMED and p.hypothesis.rule.category != "unknown":
                 return {"category": p.hypothesis.rule.category, "rule_id": p.hypothesis.rule.id,
-                        "reason": p.decision.reason}
-        return {"category": "unknown", "rule_id": None,
+                        "source": "log", "reason": p.decision.reason}
+        found = self.probe.findings
+        if len(found) == 1 and all(p.decision.status == REFUTED for p in self.probed):
+            # The log's every guess is ruled out and the checkpoint shows one problem: that is
+            # the cause, though no rule recognised how this log reports it.
+            signals = [f"{r.name}.{s}" for r in self.probe.results.values() for s in r.signals
+                       if verdict.category_of(f"{r.name}.{s}") == found[0]]
+            return {"category": found[0], "rule_id": None, "source": "probes",
+                    "reason": "every hypothesis from the log was refuted; the probes found: " + ", ".join(signals)}
+        return {"category": "unknown", "rule_id": None, "source": None,
                 "reason": "no hypothesis from the log was confirmed by the probes"}
 
     @property
     def confirmed(self) -> bool:
-        return self.verdict["rule_id"] is not None
+        return self.verdict["category"] != "unknown"
 
     def to_json(self) -> dict:
         base = self.report.to_json()
@@ -123,7 +131,9 @@ def _ordered(names) -> list[str]:
 
 
 def triage(report, ctx: ProbeContext) -> TriageReport:
-    results = checks.run(ctx, probes_for(report.hypotheses))
+    # Every probe, not only the hypotheses' ones: they cost milliseconds, and what they find
+    # beyond the hypotheses is the verdict when the log's every guess is refuted.
+    results = checks.run(ctx, _ordered(set(checks.ORDER) | set(probes_for(report.hypotheses))))
     probed = []
     for h in report.hypotheses:
         decision = verdict.decide(h.rule.category, h.rule.id, results)

@@ -19,6 +19,8 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 LOG_STAGE = (re.compile(r"zero_optimization_stage \.+ (\d)\b"), re.compile(r"Creating \S+ ZeRO stage (\d) optimizer"))
 LOG_WORLD = (re.compile(r"^\s*world_size \.+ (\d+)\s*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"))
 LOG_OPTIMIZER = (re.compile(r"DeepSpeed Basic Optimizer = ([A-Za-z_][\w.]*)"),)
+# engine.load_checkpoint's warning names the dir it was given: the load dir.
+LOG_LOAD_DIR = (re.compile(r"Unable to find latest file at (\S+)/latest\b"),)
 
 
 @dataclass
@@ -31,6 +33,8 @@ class Target:
     model_path: str | None = None
     optimizer: str | None = None  # --optimizer NAME (AdamW, SGD, ...)
     param_groups: int | None = None  # --param-groups N
+    model_claims: object = None  # triage.probe.log_facts.ModelClaims: what torch's load error said
+    load_dir: str | None = None  # the dir the job passes to load_checkpoint (--load-dir, the log, triage's --ckpt)
     sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
 
     def describe(self, name: str) -> str:
@@ -56,7 +60,8 @@ def config_stage(config: dict | None) -> int | None:
 
 
 def from_args(stage: int | None, world_size: int | None, config_path: str | None, log_text: str | None = None, *,
-              model: str | None = None, optimizer: str | None = None, param_groups: int | None = None) -> Target:
+              model: str | None = None, optimizer: str | None = None, param_groups: int | None = None,
+              load_dir: str | None = None) -> Target:
     target = Target()
     if config_path:
         target.config, target.config_path = read_config(config_path), config_path
@@ -73,6 +78,8 @@ def from_args(stage: int | None, world_size: int | None, config_path: str | None
         target.stage, target.sources["stage"] = stage, "--stage"
     elif target.config is not None and config_stage(target.config) is not None:
         target.stage, target.sources["stage"] = config_stage(target.config), "--config"
+    if load_dir is not None:
+        target.load_dir, target.sources["load_dir"] = load_dir, "--load-dir"
     if world_size is not None:
         target.world_size, target.sources["world_size"] = world_size, "--world-size"
     if log_text:
@@ -81,8 +88,17 @@ def from_args(stage: int | None, world_size: int | None, config_path: str | None
 
 
 def _from_log(target: Target, text: str) -> None:
+    from triage.probe.log_facts import model_claims, user_config
+
+    if target.config is None:
+        config, line = user_config(text)
+        if config is not None:
+            target.config, target.sources["config"] = config, f"the log, line {line}"
+            if target.stage is None and config_stage(config) is not None:
+                target.stage, target.sources["stage"] = config_stage(config), f"the log, line {line}"
+    target.model_claims = model_claims(text) or None
     for name, patterns, kind in (("stage", LOG_STAGE, int), ("world_size", LOG_WORLD, int),
-                                 ("optimizer", LOG_OPTIMIZER, str)):
+                                 ("optimizer", LOG_OPTIMIZER, str), ("load_dir", LOG_LOAD_DIR, str)):
         if getattr(target, name) is not None:
             continue
         for pattern in patterns:

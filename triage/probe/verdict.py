@@ -39,7 +39,9 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "confirm": [f"integrity.{s}" for s in _INTEGRITY] + ["completeness.extra_shards"],
         "refute": [[f"integrity.{s}"] for s in _INTEGRITY],
     },
-    "unsafe_load_blocked": {"confirm": ["integrity.suspicious_pickle"], "refute": []},
+    # a plain torch.load refused a global: one outside DeepSpeed's (suspicious), or DeepSpeed's own
+    "unsafe_load_blocked": {"confirm": ["integrity.suspicious_pickle", "weights_only.refused_globals"],
+                            "refute": [["integrity.suspicious_pickle"], ["weights_only.refused_globals"]]},
     "version_incompatible": {"confirm": ["version.ds_version_missing", "version.known_break"], "refute": []},
     "zero_stage_mismatch": {
         "confirm": ["completeness.stage_differs", "config.stage_differs"],
@@ -68,7 +70,9 @@ CATEGORIES: dict[str, dict[str, list]] = {
 RULES: dict[str, dict[str, list]] = {
     "DS-F002": {"confirm": ["completeness.optim_missing"], "refute": [["completeness.optim_missing"]]},
     "DS-F003": {"confirm": ["completeness.model_missing"], "refute": [["completeness.model_missing"]]},
-    "DS-F004": {"confirm": ["latest.latest_missing"], "refute": [["latest.latest_missing"]]},
+    # no `latest` in the dir loaded: missing from the root, or the dir loaded is the root's parent
+    "DS-F004": {"confirm": ["latest.latest_missing", "path.wrong_level"],
+                "refute": [["latest.latest_missing"], ["path.wrong_level"]]},
     "DS-F102": {"confirm": ["latest.latest_missing"], "refute": [["latest.latest_missing"]]},
     "DS-F005": {"confirm": ["path.wrong_level"], "refute": [["path.wrong_level"]]},
     "DS-V001": {"confirm": ["version.known_break"], "refute": [["version.known_break"]]},
@@ -123,3 +127,8 @@ def findings(results: dict[str, ProbeResult]) -> list[str]:
     """The categories the probes' signals confirm (category table only), in table order."""
     found = {f"{r.name}.{s}" for r in results.values() for s in r.signals}
     return [c for c, e in CATEGORIES.items() if any(s in found for s in e["confirm"])]
+
+
+def category_of(signal: str) -> str | None:
+    """The first category (table order) that `probe.signal` confirms."""
+    return next((c for c, e in CATEGORIES.items() if signal in e["confirm"]), None)

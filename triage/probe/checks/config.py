@@ -1,4 +1,5 @@
-"""config: the ds_config saved in the checkpoint vs the one the load uses (--config).
+"""config: the ds_config saved in the checkpoint vs the one the load uses (--config, else the
+one DeepSpeed printed in the failing job's log: triage/probe/log_facts.py).
 
 FIELDS is the table: each setting, where it sits in a ds_config, its default, and what a change
 does to loading. A change with a signal breaks the load (confirmed); the others are listed as
@@ -71,6 +72,8 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     signals: list[str] = []
     for label, dotted, default, signal, kind in FIELDS:
         before, after = lookup(saved, dotted, default), lookup(target.config, dotted, default)
+        if signal == "stage_differs" and target.sources.get("stage") == "--stage":
+            after = target.stage  # the stage the user says the load uses wins over any config
         if before is None and after is None:
             continue
         if _same(kind, before, after):
@@ -86,8 +89,14 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if not signals:
         context.insert(0, "stage, precision and parallel degrees match the saved ds_config")
     shard = _shard(ctx)
-    command = (f"diff <(python -m triage.probe.safe_pickle --config {shard}) "
-               f"<(python3 -m json.tool --sort-keys {_q(target.config_path)})") if shard else ""
+    if not shard:
+        command = ""
+    elif target.config_path:
+        command = (f"diff <(python -m triage.probe.safe_pickle --config {shard}) "
+                   f"<(python3 -m json.tool --sort-keys {_q(target.config_path)})")
+    else:  # the config DeepSpeed printed in the log: show the saved one beside it
+        command = f"python -m triage.probe.safe_pickle --config {shard}"
+        context.append(f"your config: the ds_config DeepSpeed printed in {target.sources.get('config', 'the log')}")
     checked = ["stage_differs", "precision_differs"]
     if isinstance(lookup(target.config, "tensor_parallel.autotp_size", None), int):
         checked.append("tp_differs")

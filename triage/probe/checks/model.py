@@ -18,6 +18,7 @@ import shlex
 
 from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file
+from triage.probe.model_claims import check_claims
 from triage.probe.model_file import saved_shapes
 from triage.probe.result import ProbeResult, outcome
 
@@ -72,24 +73,35 @@ def _listed(what: str, names: list[str]) -> str:
     return f"{what} ({len(names)}): {shown}{more}"
 
 
-def probe(ctx: ProbeContext) -> ProbeResult:
-    model = ctx.target.model
-    if model is None:
-        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
-                       unknown="no --model given to compare with", evidence=[], command="")
+def _unknown(why: str, evidence: list[str] | None = None) -> ProbeResult:
+    return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="", unknown=why,
+                   evidence=evidence or [], command="")
+
+
+def _saved(ctx: ProbeContext):
+    """(shard, meta, saved shapes, where they came from), or a ProbeResult saying why not."""
     listing = ctx.listing
     shard = first_model_file(listing) if listing is not None and listing.exists and not listing.error else None
     if shard is None:
-        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
-                       unknown="no model-states file to read the saved parameter shapes from",
-                       evidence=[], command="")
+        return _unknown("no model-states file to read the saved parameter shapes from")
     meta = ctx.meta(shard.name)
     saved, source = (None, "") if meta.error else saved_shapes(meta)
     if not saved:
-        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
-                       unknown="the saved parameter shapes could not be read",
-                       evidence=[f"{shard.name}: " + (meta.error or "no param_shapes and no module tensors")],
-                       command="")
+        return _unknown("the saved parameter shapes could not be read",
+                        [f"{shard.name}: " + (meta.error or "no param_shapes and no module tensors")])
+    return shard, meta, saved, source
+
+
+def probe(ctx: ProbeContext) -> ProbeResult:
+    model, claims = ctx.target.model, ctx.target.model_claims
+    if model is None and not claims:
+        return _unknown("no --model given to compare with")
+    found = _saved(ctx)
+    if isinstance(found, ProbeResult):
+        return found
+    shard, meta, saved, source = found
+    if model is None:
+        return check_claims(ctx, claims, shard.name, saved, source)
     expected = dict(model.shapes)
     module_only = set(meta.module_shapes or {}) - set(meta.param_shapes or {}) - set(meta.frozen_param_shapes or {})
     a_saved, a_expected, removed, origin = align(saved, expected)

@@ -1,8 +1,13 @@
 """path: does the path exist, is it a DeepSpeed checkpoint, is it the level `--load` needs?
 
 Confirmed: it does not exist (not_found), holds no DeepSpeed checkpoint (no_checkpoint; a
-Trainer dir with weights but no DeepSpeed state is no_deepspeed_state), or it is one level off
-for `--load` (wrong_level: a tag dir, or a Trainer output dir above `checkpoint-N`).
+Trainer dir with weights but no DeepSpeed state is no_deepspeed_state), or the dir the job
+passes to `load_checkpoint` is one level off (wrong_level: a tag dir, or a Trainer output dir
+above `checkpoint-N`).
+
+The path probed is whatever the user has at hand (a tag dir, a shard), so its own level is
+no fault. The level is judged on the target's load dir: `--load-dir`, or in `triage` the dir
+the log names (DeepSpeed's "Unable to find latest file at DIR/latest"), else `--ckpt`.
 """
 
 from __future__ import annotations
@@ -47,17 +52,18 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             context.append(f"could not list {path}: {error}")
         return _result(signals, checked, evidence, context, f"ls -la {given}", complete=not ckpt.errors)
     context.append(f"checkpoint root: {ckpt.root}")
-    if kind in ("root", "tag_dir", "hf_output"):
+    load_dir = ctx.target.load_dir
+    if load_dir is None:
+        if kind in ("tag_dir", "hf_output"):
+            context.append(f"given a {kind.replace('_', ' ')}; probing its checkpoint {ckpt.root} (if the job passes "
+                           f"{ckpt.given} to load_checkpoint / --load, that is one level off: use --load-dir to check)")
+    else:
+        level = _wrong_level(load_dir, ckpt, kind, ctx.target.sources.get("load_dir", "--load-dir"))
         checked.append("wrong_level")
-    if kind == "tag_dir":
-        signals.append("wrong_level")
-        evidence.append(f"{ckpt.given} is a tag dir (it holds the shards); DeepSpeed's --load / load_checkpoint(dir) "
-                        f"must be its parent {ckpt.root}, which holds `latest`")
-    elif kind == "hf_output":
-        signals.append("wrong_level")
-        evidence.append(f"{ckpt.given} is a Trainer output dir; the DeepSpeed checkpoint is {ckpt.root} "
-                        "(resume_from_checkpoint / --load must name the checkpoint-N dir)")
-    elif kind == "shard":
+        if level:
+            signals.append("wrong_level")
+            evidence.append(level)
+    if kind == "shard":
         context.append(f"given a shard file; its checkpoint root is {ckpt.root}, tag {ckpt.tag}")
     elif kind == "latest_file":
         context.append("given the `latest` file; its dir is the root")
@@ -67,6 +73,26 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if layout is not None:
         context.append(f"saved layout: {layout.describe()}")
     return _result(signals, checked, evidence, context, f"ls -la {ctx.q()}; cat {ctx.q('latest')}", complete=True)
+
+
+def _wrong_level(load_dir: str, ckpt, given_kind: str, source: str) -> str:
+    """Why `load_dir` is one level off for load_checkpoint, or "" when it is a root (or unknown)."""
+    from triage.probe.checkpoint import locate
+
+    same = os.path.abspath(load_dir) == os.path.abspath(ckpt.given)
+    found = locate(load_dir)
+    kind = given_kind if same else found.given_kind
+    if kind == "not_a_checkpoint" and ckpt.root and os.path.abspath(load_dir) == os.path.dirname(
+            os.path.abspath(ckpt.root)):
+        return (f"the load dir {load_dir} ({source}) is the parent of the checkpoint {ckpt.root}: it holds no "
+                "`latest`; load_checkpoint(dir) must name the checkpoint root itself")
+    if kind == "tag_dir":
+        return (f"the load dir {load_dir} ({source}) is a tag dir (it holds the shards); DeepSpeed's --load / "
+                f"load_checkpoint(dir) must be its parent {found.root}, which holds `latest`")
+    if kind == "hf_output":
+        return (f"the load dir {load_dir} ({source}) is a Trainer output dir; the DeepSpeed checkpoint is "
+                f"{found.root} (resume_from_checkpoint / --load must name the checkpoint-N dir)")
+    return ""
 
 
 def _result(signals, checked, evidence, context, command, complete) -> ProbeResult:

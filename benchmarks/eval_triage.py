@@ -1,0 +1,65 @@
+"""How often `ds-triage triage` (log + checkpoint, no other option) gives the expected category.
+
+    python -m corpus.generate --keep /tmp/ds-triage-corpus     # the corpus's checkpoints (~26 min)
+    .venv/bin/python benchmarks/eval_triage.py --ckpts /tmp/ds-triage-corpus
+
+Each failure and silent case of corpus/manifest.yaml is triaged with its real log against its
+kept checkpoint (the one its command loaded). Prints the score and every miss with the verdict
+it got. Run as root, the permission cases cannot be confirmed (root reads everything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIAGE = [sys.executable, "-m", "triage", "triage"]
+
+
+def checkpoint_of(case: dict, ckpts: Path) -> Path | None:
+    """The checkpoint the case's command loaded (converters name theirs), else its kept dir."""
+    m = re.search(r"--input_folder\s+(\S+)|zero_to_fp32\.py\s+(\S+)", case.get("command", ""))
+    named = next((g for g in (m.groups() if m else ()) if g), None)
+    for path in (Path(named) if named else None, ckpts / case["id"]):
+        if path is not None and path.exists():
+            return path
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ckpts", type=Path, default=Path("/tmp/ds-triage-corpus"))
+    args = parser.parse_args(argv)
+    cases = [c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
+             if c["kind"] in ("failure", "silent")]
+    right, tried, misses = 0, 0, []
+    for case in cases:
+        ckpt = checkpoint_of(case, args.ckpts)
+        if ckpt is None:
+            continue
+        out = subprocess.run(TRIAGE + ["--log", str(ROOT / "corpus" / case["log"]), "--ckpt", str(ckpt), "--json"],
+                             capture_output=True, text=True, cwd=ROOT)
+        verdict = json.loads(out.stdout)["verdict"] if out.stdout.strip() else {"category": f"error {out.returncode}"}
+        tried += 1
+        if verdict["category"] == case["expected_category"]:
+            right += 1
+        else:
+            misses.append((case["id"], case["expected_category"], verdict["category"], verdict.get("rule_id")))
+    print(f"$ {' '.join(sys.argv)}")
+    print(f"triage verdict = expected category: {right}/{tried} cases with a kept checkpoint "
+          f"({len(cases) - tried} without one); running as uid {os.getuid()}")
+    for miss in misses:
+        print("  miss: {} expected {}, got {} {}".format(*miss))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

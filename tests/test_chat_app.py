@@ -1,0 +1,127 @@
+"""`ds-triage chat`'s prompt_toolkit layer, driven as prompt_toolkit's own tests do: a real
+PromptSession on create_pipe_input() / DummyOutput(), fed keystrokes (a bracketed paste of a
+real corpus trace, typed lines, Esc-Enter, Ctrl-C, Ctrl-D). Plus completion and the history
+file."""
+
+import os
+from pathlib import Path
+
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from tests.conftest import corpus_log
+from triage.chat import app
+from triage.chat.conversation import Conversation
+from triage.chat.session import Session
+
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+ENTER, ESC_ENTER, CTRL_C, CTRL_D = "\r", "\x1b\r", "\x03", "\x04"
+TRACE = "cases/zero3-saved-stage2-load-dp2.log"
+
+
+class Recorder(Conversation):
+    """The real conversation, keeping every message it was handed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.messages = []
+
+    def handle(self, message):
+        self.messages.append(message)
+        return super().handle(message)
+
+
+def drive(rules, *keys, history=None):
+    conversation = Recorder(Session(rules))
+    written = []
+    with create_pipe_input() as pipe:
+        for chunk in keys:
+            pipe.send_text(chunk)
+        session = app.prompt_session(conversation, history=history, input=pipe, output=DummyOutput())
+        code = app.run_app(conversation, session, written.append)
+    return conversation, "".join(written), code
+
+
+def test_a_bracketed_paste_is_one_message_and_gets_the_ranked_causes(rules):
+    trace = corpus_log(TRACE)
+    chat, out, code = drive(rules, PASTE_START + trace + PASTE_END, CTRL_D)
+    assert code == 0 and len(chat.messages) == 1
+    assert chat.messages[0] == trace.replace("\r\n", "\n")
+    assert f"ds-triage> [{len(trace.rstrip(chr(10)).splitlines())} lines pasted:" in out  # echoed as one line
+    assert "1. DS-Z001 zero_stage_mismatch (0.75)" in out
+    assert out.rstrip().endswith("(or 'skip')")  # and the next question
+
+
+def test_typed_lines_end_on_an_empty_line_or_esc_enter(rules):
+    chat, _, _ = drive(rules, "RuntimeError: first", ENTER, "second line", ENTER, ENTER,
+                       "AssertionError", ENTER, "more", ESC_ENTER, CTRL_D)
+    assert chat.messages == ["RuntimeError: first\nsecond line\n", "AssertionError\nmore"]
+
+
+def test_a_one_line_command_or_answer_ends_with_enter(rules):
+    chat, out, _ = drive(rules, PASTE_START + corpus_log(TRACE) + PASTE_END, "skip", ENTER, "/why 1", ENTER, CTRL_D)
+    assert chat.messages[1:] == ["skip", "/why 1"]
+    assert "Skipped the checkpoint." in out and "line 49: AssertionError" in out
+
+
+def test_ctrl_c_drops_the_input_and_the_session_goes_on_ctrl_d_leaves(rules):
+    chat, out, code = drive(rules, "half a mess", CTRL_C, "/help", ENTER, CTRL_D, "/quit", ENTER)
+    assert chat.messages == ["/help"] and code == 0
+    assert "/export FILE" in out
+
+
+def test_quit_leaves(rules):
+    chat, _, code = drive(rules, "/quit", ENTER, "/help", ENTER)
+    assert chat.messages == ["/quit"] and code == 0
+
+
+def completions(conversation, text):
+    completer = app.ChatCompleter(conversation)
+    return [c.text for c in completer.get_completions(Document(text), CompleteEvent(completion_requested=True))]
+
+
+def test_completion_of_commands_facts_and_paths(rules, tmp_path):
+    chat = Conversation(Session(rules))
+    assert completions(chat, "/r") == ["/run", "/repair", "/rules", "/runbook", "/reset"]
+    assert completions(chat, "/set c") == ["ckpt", "config"]
+    (tmp_path / "global_step3").mkdir()
+    assert completions(chat, f"/set ckpt {tmp_path}/glo") == ["bal_step3"]
+    assert completions(chat, f"/export {tmp_path}/glo") == ["bal_step3"]
+    assert completions(chat, f"{tmp_path}/glo") == []  # no path asked for: a message, not a path
+    chat.handle(corpus_log(TRACE))
+    assert chat.pending.fact == "ckpt"
+    assert completions(chat, f"{tmp_path}/glo") == ["bal_step3"]  # the checkpoint question completes paths
+
+
+def test_history_goes_to_the_xdg_state_dir(rules, tmp_path):
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    warnings = []
+    history = app.open_history(warnings.append, env)
+    drive(rules, "/rules zero_stage_mismatch", ENTER, CTRL_D, history=history)
+    path = tmp_path / "state" / "ds-triage" / "chat_history"
+    assert warnings == [] and "/rules zero_stage_mismatch" in path.read_text()
+    default = Path(os.path.expanduser("~/.local/state/ds-triage/chat_history"))
+    assert app.history_path({"XDG_STATE_HOME": "relative"}) == app.history_path({}) == default
+
+
+def test_an_unusable_history_dir_is_a_warning_not_a_crash(rules, tmp_path):
+    (tmp_path / "state").write_text("a file where the state dir should be\n")
+    warnings = []
+    history = app.open_history(warnings.append, {"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert isinstance(history, InMemoryHistory)
+    assert len(warnings) == 1 and warnings[0].startswith("ds-triage: warning: no chat history")
+    _, out, code = drive(rules, "/help", ENTER, CTRL_D, history=history)
+    assert code == 0 and "/probe" in out
+
+
+def test_a_history_file_that_turns_unwritable_warns_once(rules, tmp_path):
+    warnings = []
+    history = app.open_history(warnings.append, {"XDG_STATE_HOME": str(tmp_path)})
+    path = tmp_path / "ds-triage" / "chat_history"
+    path.unlink()
+    path.mkdir()  # unwritable as a file for any user, root included
+    drive(rules, "/help", ENTER, "/rules", ENTER, CTRL_D, history=history)
+    assert len(warnings) == 1 and "cannot write the chat history" in warnings[0]

@@ -1,0 +1,125 @@
+"""Records from shippers' envelopes: the text, the stream key, the time; bad lines counted."""
+
+import json
+
+import pytest
+
+from tests import stream_envelopes as env
+from triage.stream.records import Decoder, find
+
+CASE = "zero3-saved-stage2-load-dp2"
+LINES = env.case_lines(CASE)
+TRACEBACK = next(line for line in LINES if "Traceback" in line)  # "[rank1]: Traceback (most recent call last):"
+LONG = max(LINES, key=len)  # the config dump's zero_config line, ~1,900 characters
+
+
+def decode_all(decoder, raw_lines):
+    return [r for raw in raw_lines for r in decoder.decode(raw.encode() if isinstance(raw, str) else raw)]
+
+
+def test_plain_lines_are_one_unnamed_stream_even_when_they_open_with_a_bracket():
+    records = decode_all(Decoder(), LINES[:40])
+    assert [r.text for r in records] == LINES[:40]
+    assert {r.key for r in records} == {()}
+    assert Decoder().decode(b"{")[0].text == "{"  # a config dump's brace is not JSON
+
+
+def test_docker_json_file_lines_and_a_split_long_line():
+    raws = env.docker([TRACEBACK, LONG])
+    records = decode_all(Decoder(), raws)
+    assert [r.text for r in records] == [TRACEBACK, LONG]
+    assert records[0].key == () and records[0].time.startswith("2026-12-02T21:05:50")
+    # Docker splits lines over 16 KiB: the first part has no trailing newline
+    head, tail = LONG[:700], LONG[700:]
+    split = [json.dumps({"log": head, "stream": "stdout", "time": env.rfc3339(1)}),
+             json.dumps({"log": tail + "\n", "stream": "stdout", "time": env.rfc3339(1)})]
+    parts = decode_all(Decoder(), split)
+    assert [p.partial for p in parts] == [True, False]
+    assert "".join(p.text for p in parts) == LONG
+
+
+def test_cri_lines_with_partial_flag():
+    records = decode_all(Decoder(), env.cri([TRACEBACK]))
+    assert records[0].text == TRACEBACK and records[0].time == env.rfc3339(0) and not records[0].partial
+    parts = decode_all(Decoder(), [f"{env.rfc3339(0)} stdout P {LONG[:500]}", f"{env.rfc3339(0)} stdout F {LONG[500:]}"])
+    assert [p.partial for p in parts] == [True, False] and "".join(p.text for p in parts) == LONG
+    assert Decoder("cri").decode(b"not a cri line") == []
+    decoder = Decoder("cri")
+    decoder.decode(b"not a cri line")
+    assert decoder.stats["malformed"] == 1
+
+
+def test_fluentbit_record_names_its_pod_and_converts_its_date():
+    record, = Decoder().from_value(env.fluentbit([TRACEBACK], "trainer-3"))
+    assert record.text == TRACEBACK
+    assert dict(record.key) == {"kubernetes.namespace_name": "ml-train", "kubernetes.pod_name": "trainer-3",
+                                "kubernetes.container_name": "trainer", "kubernetes.host": "gpu-node-3"}
+    assert record.time == "2026-12-02T21:05:50.000000000Z"  # the record's own time wins
+
+
+def test_vector_record_names_its_pod():
+    record, = Decoder().from_value(env.vector([TRACEBACK], "trainer-1"))
+    assert record.text == TRACEBACK
+    assert dict(record.key)["kubernetes.pod_name"] == "trainer-1"
+    assert dict(record.key)["kubernetes.pod_namespace"] == "ml-train"
+    assert dict(record.key)["kubernetes.pod_node_name"] == "gpu-node-3"
+
+
+def test_loki_query_range_is_resorted_oldest_first_per_stream():
+    doc = env.loki_query_range({"trainer-0": LINES[:5], "trainer-1": LINES[5:8]})
+    records = Decoder().decode(doc.encode())
+    by_pod = {}
+    for r in records:
+        by_pod.setdefault(dict(r.key)["pod"], []).append(r.text)
+    assert by_pod == {"trainer-0": LINES[:5], "trainer-1": LINES[5:8]}
+    assert records[0].time.endswith("Z") and records[0].time < records[1].time
+
+
+def test_logcli_jsonl_stream_is_its_label_set():
+    record, = decode_all(Decoder(), env.logcli([TRACEBACK], "trainer-2"))
+    assert record.text == TRACEBACK
+    assert dict(record.key) == {"container": "trainer", "job": "ml-train/trainer", "namespace": "ml-train", "pod": "trainer-2"}
+
+
+@pytest.mark.parametrize("shape", ["hits", "bulk", "search"])
+def test_elasticsearch_exports(shape):
+    lines = LINES[25:30]
+    if shape == "hits":
+        raws = env.es_hits(lines, "trainer-5")
+    elif shape == "bulk":
+        raws = env.es_bulk(lines, "trainer-5")
+    else:
+        raws = [env.es_search(lines, "trainer-5")]
+    decoder = Decoder()
+    records = decode_all(decoder, raws)
+    assert [r.text for r in records] == lines  # ECS `log` is an object: `message` is taken
+    assert dict(records[0].key) == {"kubernetes.namespace": "ml-train", "kubernetes.pod.name": "trainer-5",
+                                    "kubernetes.container.name": "trainer", "host.name": "gpu-node-3"}
+    assert decoder.stats["malformed"] == 0 and decoder.stats["no_message"] == 0
+
+
+def test_dotted_paths_reach_nested_and_flattened_keys():
+    record = {"kubernetes.pod_name": "flat", "kubernetes": {"labels": {"app.kubernetes.io/name": "trainer"}}}
+    assert find(record, "kubernetes.pod_name") == "flat"
+    assert find(record, "kubernetes.labels.app.kubernetes.io/name") == "trainer"
+    assert find(record, "kubernetes.missing") is None
+
+
+def test_message_and_key_fields_can_be_chosen():
+    raw = json.dumps({"payload": {"text": TRACEBACK}, "job": "resume-7b", "rank": 3, "log": "not this"})
+    record, = Decoder("json", ("payload.text",), ("job", "rank")).decode(raw.encode())
+    assert record.text == TRACEBACK and record.key == (("job", "resume-7b"), ("rank", "3"))
+
+
+def test_malformed_lines_are_counted_not_fatal_and_bad_bytes_survive():
+    decoder = Decoder()
+    good = env.docker([TRACEBACK])[0].encode()
+    cut = good[: len(good) // 2]  # a shipper's line cut in the middle
+    garbage = b"\x00\xff\xfe\x89PNG\r\n\x1a"[:7] + TRACEBACK.encode() + b"\xff"
+    records = decode_all(decoder, [good, cut, garbage, b'{"no": "message here"}', b'[{"log": "ok\\n"}, 7]'])
+    assert decoder.stats == {"records": 4, "malformed": 2, "no_message": 1}
+    assert records[0].text == TRACEBACK
+    assert records[1].text == cut.decode()  # auto: a line that only looked like JSON stays as text
+    assert "\ufffd" in records[2].text and TRACEBACK in records[2].text
+    strict = Decoder("docker")
+    assert strict.decode(cut) == [] and strict.stats["malformed"] == 1

@@ -1,0 +1,18 @@
+"""`ds-triage chat`: an interactive triage session, a thin prompt_toolkit shell over a pure core.
+
+    session.py       the incident: the pasted log, its classification, the facts of the load,
+                     the probe verdict, the commands run
+    questions.py     which facts the open hypotheses need, and checking the answers
+    conversation.py  `Conversation.handle(message) -> Reply`: the whole dialogue, no terminal I/O
+    commands.py      the slash commands, registered with `@command`; /help is built from them
+    replies.py       the text of the answers (ranked causes, verdict, evidence, fix)
+    readonly.py      which verification commands may run from the chat, and running them
+    repair.py        /repair: `ds-triage repair`'s dry run, then --apply after a yes naming its writes
+    lookup.py        /runbook: the page `ds-triage runbook` prints
+    reply.py         what a message gets back (Reply) and what the conversation waits for (Ask)
+    export.py        the Markdown incident report (/export)
+    app.py           the prompt_toolkit prompt: paste, key bindings, completion, history
+    plain.py         no terminal (stdin piped): the whole input as one conversation
+
+Only app.py imports prompt_toolkit; nothing here imports torch or deepspeed.
+"""

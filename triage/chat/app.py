@@ -1,0 +1,210 @@
+"""The terminal shell: a prompt_toolkit prompt reads each message, the conversation answers.
+
+* A bracketed paste into an empty prompt is sent as it is, however many lines: one message.
+* A typed message ends on an empty line (Enter on an empty last line) or with Esc-Enter; a
+  one-line command or answer ends with Enter.
+* Ctrl-C clears the current input; Ctrl-D (on an empty prompt) leaves.
+* Completion: the slash commands, and paths wherever a path is asked for.
+* History in $XDG_STATE_HOME/ds-triage/chat_history (default ~/.local/state); when it cannot
+  be written, a warning and an in-memory history.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.keys import Keys
+from prompt_toolkit.utils import is_dumb_terminal
+
+from triage.chat import commands
+from triage.chat.conversation import Conversation
+from triage.chat.reply import PATH
+
+MAX_HISTORY_ENTRY = 256 * 1024  # a huge paste is not worth recalling with the arrow keys
+ECHO_LINES = 6  # a longer message is echoed as one line: a 300-line paste should not fill the screen
+
+
+def history_path(env=os.environ) -> Path:
+    base = env.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):  # the XDG spec: a relative value is ignored
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "ds-triage" / "chat_history"
+
+
+class ChatHistory(FileHistory):
+    """FileHistory that warns once instead of failing when the file cannot be written."""
+
+    def __init__(self, filename: Path, warn: Callable[[str], None]):
+        super().__init__(str(filename))
+        self.warn, self.warned = warn, False
+
+    def store_string(self, string: str) -> None:
+        if len(string) > MAX_HISTORY_ENTRY:
+            return
+        try:
+            super().store_string(string)
+        except OSError as exc:
+            if not self.warned:
+                self.warned = True
+                self.warn(f"ds-triage: warning: cannot write the chat history {self.filename}: "
+                          f"{exc.strerror or exc}; it is kept in memory for this session")
+
+
+def open_history(warn: Callable[[str], None], env=os.environ) -> History:
+    path = history_path(env)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        warn(f"ds-triage: warning: no chat history ({path}: {exc.strerror or exc}); "
+             "this session's history is kept in memory")
+        return InMemoryHistory()
+    return ChatHistory(path, warn)
+
+
+class ChatCompleter(Completer):
+    """Slash commands (with their help), fact names after /set, paths where a path is asked."""
+
+    def __init__(self, conversation: Conversation):
+        self.conversation = conversation
+        self.paths = PathCompleter(expanduser=True)
+
+    def get_completions(self, document: Document, complete_event):
+        text = document.text_before_cursor
+        if "\n" in text:
+            return
+        ask = self.conversation.pending
+        if ask is not None and ask.input == PATH:  # `/` starts a path as well as a command: offer both
+            yield from self.paths.get_completions(document, complete_event)
+        if not text.startswith("/"):
+            return
+        name, sep, arg = text.partition(" ")
+        if not sep:
+            if "/" in name[1:]:
+                return
+            for command in commands.REGISTRY.values():
+                if command.name.startswith(name):
+                    yield Completion(command.name, -len(name), display_meta=command.help)
+            return
+        command = commands.REGISTRY.get(name)
+        if command is None:
+            return
+        if command.completes == "fact":
+            fact, sep, value = arg.partition(" ")
+            if not sep:
+                for word in commands.fact_words():
+                    if word.startswith(fact):
+                        yield Completion(word, -len(fact))
+                return
+            if commands.FACT_NAMES.get(fact) in ("ckpt", "config"):
+                yield from self.paths.get_completions(Document(value), complete_event)
+        elif command.completes == PATH:
+            yield from self.paths.get_completions(Document(arg), complete_event)
+
+
+def submits(document: Document, conversation: Conversation) -> bool:
+    """Whether Enter sends the message: a one-line command or answer, or an empty last line."""
+    text = document.text
+    if "\n" not in text:
+        return not text.strip() or text.startswith("/") or conversation.pending is not None
+    return document.cursor_position_row == document.line_count - 1 and not document.current_line.strip()
+
+
+def key_bindings(conversation: Conversation) -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("enter")
+    def _enter(event) -> None:
+        buffer = event.current_buffer
+        state = buffer.complete_state
+        if state is not None and state.current_completion is not None:
+            buffer.apply_completion(state.current_completion)
+        elif submits(buffer.document, conversation):
+            buffer.validate_and_handle()
+        else:
+            buffer.newline(copy_margin=False)
+
+    @bindings.add("escape", "enter")
+    def _send(event) -> None:
+        event.current_buffer.validate_and_handle()
+
+    @bindings.add(Keys.BracketedPaste)
+    def _paste(event) -> None:
+        # A paste into an empty prompt is the whole message; into a started one, part of it.
+        buffer = event.current_buffer
+        data = event.data.replace("\r\n", "\n").replace("\r", "\n")
+        started = bool(buffer.text.strip())
+        buffer.insert_text(data)
+        if not started and data.strip():
+            buffer.validate_and_handle()
+
+    return bindings
+
+
+def prompt_session(conversation: Conversation, history: History | None = None, input=None,
+                   output=None) -> PromptSession:
+    return PromptSession(
+        multiline=True, key_bindings=key_bindings(conversation), completer=ChatCompleter(conversation),
+        complete_while_typing=True, history=history or InMemoryHistory(), input=input, output=output,
+        erase_when_done=True,  # run_app echoes the message itself, a long paste as one line
+        prompt_continuation=lambda width, line_number, wrap_count: "." * (width - 1) + " ",
+    )
+
+
+def echo(prompt: str, message: str) -> str:
+    lines = message.rstrip("\n").split("\n")
+    if len(lines) > ECHO_LINES:
+        first = next((line.strip() for line in lines if line.strip()), "")[:80]
+        return f"{prompt}[{len(lines)} lines pasted: {first} ...]\n"
+    return prompt + "\n... ".join(lines) + "\n"
+
+
+def run_app(conversation: Conversation, session: PromptSession, write: Callable[[str], None],
+            echo_input: bool = True) -> int:
+    """Read, answer, repeat, until /quit or Ctrl-D. Returns the exit code (0). `echo_input`: the
+    prompt erased the message (erase_when_done), so it is written back, a long one shortened."""
+    write(conversation.greeting())
+    while True:
+        prompt = conversation.prompt()
+        try:
+            message = session.prompt(prompt)
+        except KeyboardInterrupt:  # Ctrl-C: the input is dropped, the session goes on
+            continue
+        except EOFError:  # Ctrl-D
+            break
+        if echo_input:
+            write(echo(prompt, message))
+        try:
+            reply = conversation.handle(message)
+        except Exception as exc:  # a bug must not end the incident the user is working on
+            if os.environ.get("DS_TRIAGE_DEBUG"):
+                raise
+            write(f"ds-triage: internal error: {type(exc).__name__}: {exc} "
+                  "(DS_TRIAGE_DEBUG=1 shows the traceback; please report it)\n")
+            continue
+        write(reply.text)
+        if reply.done:
+            break
+    return 0
+
+
+def run_terminal(conversation: Conversation) -> int:
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def warn(text: str) -> None:
+        print(text, file=sys.stderr)
+
+    # A dumb terminal gets prompt_toolkit's plain prompt, which prints what is typed and erases nothing.
+    return run_app(conversation, prompt_session(conversation, open_history(warn)), write,
+                   echo_input=not is_dumb_terminal())

@@ -1,0 +1,115 @@
+"""`ds-triage stream [FILE|-]`: classify incidents as log lines flow by, one JSON line each."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "stream",
+        help="classify incidents in an unbounded log stream (plain, CRI, JSON shippers)",
+        description="Read plain log lines or JSON lines from log shippers and stores (Kubernetes, Fluent Bit, "
+        "Vector, Loki, Elasticsearch), assemble each incident per stream and print one JSON line per incident "
+        "(docs/schemas/stream.schema.json). Training chatter prints nothing. Exit 0 when an incident has a "
+        "checkpoint-loading cause, 1 when none did.",
+    )
+    add_arguments(parser)
+    parser.add_argument("log", nargs="?", help="log file, or - for stdin (default: stdin when piped)")
+    parser.add_argument("--summary", action="store_true",
+                        help="end with a JSON summary line on stdout (a one-line summary always goes to stderr)")
+    parser.add_argument("--decode-all", action="store_true",
+                        help="decode every record, not only the prefilter's candidates: exact malformed counts, slower")
+    parser.set_defaults(run=run)
+
+
+def add_arguments(parser) -> None:
+    """The record and assembly options, shared with `ds-triage serve`."""
+    from triage.stream.assemble import Limits
+    from triage.stream.records import FORMAT_NAMES
+
+    d = Limits()
+    parser.add_argument("--format", choices=FORMAT_NAMES, default="auto",
+                        help="input format (default auto: plain, CRI or JSON, per line)")
+    parser.add_argument("--message-field", metavar="PATH", action="append",
+                        help="field holding the log text (dotted path; repeat to try several; default per format)")
+    parser.add_argument("--key-fields", metavar="PATHS",
+                        help="comma-separated fields naming a stream, e.g. kubernetes.pod_name,host,rank (default per format)")
+    parser.add_argument("--idle", type=_positive(float), default=d.idle, metavar="SECONDS",
+                        help=f"close an incident after this long without a new trigger line in its stream (default {d.idle:g})")
+    parser.add_argument("--gap", type=_positive(int), default=d.gap, metavar="LINES",
+                        help=f"close an incident after this many lines of its stream without a trigger (default {d.gap})")
+    parser.add_argument("--max-lines", type=_positive(int), default=d.max_lines, metavar="N",
+                        help=f"lines kept per incident, head and tail (default {d.max_lines})")
+    parser.add_argument("--max-bytes", type=_positive(int), default=d.max_bytes, metavar="N",
+                        help=f"bytes kept per incident (default {d.max_bytes})")
+    parser.add_argument("--max-open", type=_positive(int), default=d.max_open, metavar="N",
+                        help=f"incidents open at once; past it the stalest is emitted early (default {d.max_open})")
+    parser.add_argument("--max-streams", type=_positive(int), default=d.max_streams, metavar="N",
+                        help=f"streams remembered; past it the least recent is forgotten, its incident emitted (default {d.max_streams})")
+    parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+
+
+def build(args, write):
+    """The StreamTriage the options describe (shared with `serve`)."""
+    from triage.kb import load_rules
+    from triage.stream.assemble import Limits
+    from triage.stream.pipeline import StreamTriage
+    from triage.stream.records import Decoder
+
+    keys = tuple(k.strip() for k in args.key_fields.split(",") if k.strip()) if args.key_fields else None
+    if args.key_fields is not None and not keys:
+        raise UsageError("--key-fields: name at least one field, e.g. --key-fields kubernetes.pod_name")
+    decoder = Decoder(args.format, tuple(args.message_field) if args.message_field else None, keys)
+    limits = Limits(gap=args.gap, idle=args.idle, max_lines=args.max_lines, max_bytes=args.max_bytes,
+                    max_open=args.max_open, max_streams=args.max_streams)
+    return StreamTriage(load_rules(args.rules), write, decoder=decoder, limits=limits,
+                        decode_all=getattr(args, "decode_all", False))
+
+
+def run(args) -> int:
+    from triage.stream.source import open_input, pump
+
+    source = args.log
+    if source is None:
+        if sys.stdin.isatty():
+            raise UsageError("no log given: pass a file, or pipe the stream in (`kubectl logs -f POD | ds-triage stream`)")
+        source = "-"
+    fd = open_input(source)
+    triage = build(args, _write_line)
+    pump(fd, triage)
+    summary = triage.summary()
+    if args.summary:
+        _write_line(summary)
+    print(human_summary(summary), file=sys.stderr)
+    return EXIT_FOUND if summary["checkpoint_incidents"] else EXIT_UNKNOWN
+
+
+def _write_line(data: dict) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+    sys.stdout.flush()  # a consumer on the other end of a pipe sees each incident at once
+
+
+def human_summary(s: dict) -> str:
+    rate = s["bytes"] / 1e6 / s["seconds"] if s["seconds"] else 0.0
+    return (f"ds-triage stream: {s['lines']:,} lines ({s['bytes'] / 1e6:,.1f} MB) in {s['seconds']:.2f} s "
+            f"({rate:,.1f} MB/s); {s['incidents']} incidents ({s['checkpoint_incidents']} checkpoint-loading), "
+            f"{s['candidates']} candidate windows; {s['malformed']} malformed, {s['no_message']} without a message; "
+            f"{s['evicted']} evicted")
+
+
+def _positive(kind):
+    import argparse
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+        return value
+    return parse

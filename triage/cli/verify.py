@@ -1,0 +1,54 @@
+"""`ds-triage verify CKPT`: a gate after each save: exit 0 healthy, 1 a problem (docs/exit-codes.md)."""
+
+from __future__ import annotations
+
+import sys
+
+from triage.cli.output import emit
+from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND
+from triage.probe.result import CONFIRMED, INCONCLUSIVE
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "verify", help="gate a saved checkpoint: probes + its manifest (exit 0 healthy, 1 not)",
+        description="Check a checkpoint after a save: every probe (read-only), then the tag's manifest "
+        "(<tag>/ds-triage-manifest.json, written by `ds-triage manifest`) when there is one: each file's size and "
+        "sha256. Exit 0 when healthy, 1 when a probe or the manifest found a problem, 3 when the checkpoint or "
+        "--manifest cannot be read (docs/exit-codes.md).",
+        epilog="JSON: docs/schemas/verify.schema.json")
+    parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (verifies `latest`'s tag) or a tag dir")
+    parser.add_argument("--manifest", metavar="FILE", help="the manifest to check against (default: the tag's own)")
+    parser.add_argument("--sizes-only", action="store_true", help="compare file sizes, not checksums (fast)")
+    parser.add_argument("--deep", action="store_true", help="also verify every zip record's CRC-32")
+    parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.set_defaults(run=run)
+
+
+def render(report) -> str:
+    ckpt = report.probe.ctx.ckpt
+    out = [f"checkpoint: {ckpt.root or ckpt.given}" + (f"  tag: {ckpt.tag} (from {ckpt.tag_source})" if ckpt.tag else "")]
+    results = report.probe.results.values()
+    undecided = [r.name for r in results if r.status == INCONCLUSIVE]
+    found = [r for r in results if r.status == CONFIRMED]
+    out.append(f"probes: {len(report.probe.results)} run, " + (f"{len(found)} found a problem" if found else "no problem")
+               + (f" (inconclusive: {', '.join(undecided)})" if undecided else ""))
+    m = report.manifest
+    if m is None:
+        out.append(f"manifest: {report.manifest_note}")
+    else:
+        speed = f", {m.mb_per_s} MB/s" if m.mb_per_s else ""
+        out.append(f"manifest: {m.path}: {m.files} file(s), {m.bytes / 1e6:.1f} MB "
+                   f"{'hashed' if m.hashed else 'sized'} in {m.seconds:.2f} s{speed}: "
+                   + ("every file matches" if m.ok else f"{len(m.problems)} problem(s)"))
+    out += [f"  - {p}" for p in report.problems]
+    out.append("verdict: healthy" if report.healthy else f"verdict: NOT healthy ({len(report.problems)} problem(s))")
+    return "\n".join(out) + "\n"
+
+
+def run(args) -> int:
+    from triage.verify import verify
+
+    report = verify(args.ckpt, args.manifest, deep=args.deep, hashed=not args.sizes_only)
+    emit(args.json, report.to_json, lambda: render(report))
+    return EXIT_PROBE_CLEAN if report.healthy else EXIT_PROBE_FOUND

@@ -1,0 +1,97 @@
+"""A tag against its manifest: missing files, short or long ones (partial copies), changed bytes
+(bit rot, or a file rewritten after the save), files the manifest does not list."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+from triage.errors import BadInput
+from triage.manifest import SCHEMA_VERSION
+from triage.manifest.build import tag_files
+from triage.manifest.hashing import sha256_file
+
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class ManifestCheck:
+    path: str
+    hashed: bool  # False: sizes only (--sizes-only)
+    problems: list[str] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    tag: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def mb_per_s(self) -> float | None:
+        return round(self.bytes / 1e6 / self.seconds, 1) if self.hashed and self.seconds > 0 else None
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "ok": self.ok, "mode": "sha256" if self.hashed else "sizes",
+                "files": self.files, "bytes": self.bytes, "seconds": round(self.seconds, 3),
+                "mb_per_s": self.mb_per_s, "tag": self.tag, "problems": list(self.problems)}
+
+
+def read(path: str) -> dict:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        raise BadInput(f"manifest {path}: {exc.strerror or exc}") from None
+    try:
+        manifest = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInput(f"manifest {path}: not JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != "ds-triage-manifest" \
+            or not isinstance(manifest.get("files"), list):
+        raise BadInput(f"manifest {path}: not a ds-triage manifest (no kind: ds-triage-manifest and files list)")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise BadInput(f"manifest {path}: schema_version {manifest.get('schema_version')!r}, this ds-triage reads "
+                       f"{SCHEMA_VERSION}")
+    return manifest
+
+
+def check(tag_dir: str, path: str, hashed: bool = True) -> ManifestCheck:
+    manifest = read(path)
+    result = ManifestCheck(path=path, hashed=hashed, tag=manifest.get("tag"))
+    listed = {}
+    for entry in manifest["files"]:
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("size"), int)):
+            raise BadInput(f"manifest {path}: a files entry without path and size: {str(entry)[:120]}")
+        listed[entry["path"]] = entry
+    start = time.monotonic()
+    for rel, entry in listed.items():
+        full = os.path.join(tag_dir, *rel.split("/"))
+        if not os.path.isfile(full):
+            result.problems.append(f"{rel}: missing (the manifest lists {entry['size']} bytes): a partial copy?")
+            continue
+        size = os.stat(full).st_size
+        result.files += 1
+        if size != entry["size"]:
+            result.problems.append(f"{rel}: {size} bytes, the manifest says {entry['size']}"
+                                   + (": cut short (a partial copy or an interrupted write)" if size < entry["size"]
+                                      else ": longer than saved"))
+            continue
+        if hashed:
+            digest, read_bytes = sha256_file(full)
+            result.bytes += read_bytes
+            if digest != entry.get("sha256"):
+                result.problems.append(f"{rel}: sha256 {digest[:16]}... differs from the manifest's "
+                                       f"{str(entry.get('sha256'))[:16]}...: its bytes changed since the save "
+                                       "(bit rot, or a file rewritten)")
+        else:
+            result.bytes += size
+    result.seconds = time.monotonic() - start
+    extra = [rel for rel in tag_files(tag_dir) if rel not in listed]
+    if extra:
+        result.problems.append(f"{len(extra)} file(s) not in the manifest (added after the save?): "
+                               + ", ".join(extra[:5]))
+    return result

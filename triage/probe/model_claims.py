@@ -1,0 +1,68 @@
+"""The model probe without --model: check what torch's load error said against the saved shapes.
+
+torch names the keys it found missing or unexpected and the shapes it found different
+(triage/probe/log_facts.py). The checkpoint's saved `param_shapes` bear each claim out (the
+checkpoint really lacks the missing names, holds the unexpected ones, has the "from checkpoint"
+shape) or contradict it, which means the failing load read some other checkpoint than this one.
+"""
+
+from __future__ import annotations
+
+from triage.probe.log_facts import ModelClaims
+from triage.probe.result import ProbeResult, outcome
+
+NAME = "model"
+CAP = 10
+# torch's names are relative to the module loaded; a saved name may carry a wrapper prefix.
+_PREFIXES = ("", "module.", "_orig_mod.", "module._orig_mod.")
+
+
+def _find(saved: dict, name: str):
+    for prefix in _PREFIXES:
+        if prefix + name in saved:
+            return saved[prefix + name]
+    return None
+
+
+def _names(names: list[str]) -> str:
+    more = f" ... and {len(names) - CAP} more" if len(names) > CAP else ""
+    return ", ".join(names[:CAP]) + more
+
+
+def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str) -> ProbeResult:
+    evidence: list[str] = []  # claims the checkpoint bears out
+    context = [f"the log's load_state_dict error (line {claims.line}) checked against {len(saved)} names saved in "
+               f"{shard} ({source}); no --model given"]
+    signals: list[str] = []
+    checked: list[str] = []
+    # (signal, names torch reported, whether the checkpoint bears a name out by holding it, what torch said)
+    for signal, names, held, said in (("missing_keys", claims.missing, False, "missing"),
+                                      ("unexpected_keys", claims.unexpected, True, "unexpected (the model lacks them)")):
+        if not names:
+            continue
+        checked.append(signal)
+        borne = [n for n in names if (_find(saved, n) is not None) == held]
+        verb = "holds" if held else "lacks"
+        if borne:
+            signals.append(signal)
+            evidence.append(f"the checkpoint {verb} {len(borne)} of the {len(names)} names torch reported {said}: "
+                            f"{_names(borne)}")
+        else:
+            context.append(f"contradicts the log: the checkpoint {'lacks' if held else 'holds'} every name torch "
+                           f"reported {said.split(' ')[0]} ({_names(names)})")
+    if claims.sizes:
+        checked.append("shapes_differ")
+        borne = [f"{n} saved {list(c)} vs model {list(m)}" for n, (c, m) in claims.sizes.items()
+                 if _find(saved, n) is not None and tuple(_find(saved, n)) == c]
+        if borne:
+            signals.append("shapes_differ")
+            evidence.append(f"the checkpoint saved {len(borne)} of the {len(claims.sizes)} parameters torch reported "
+                            f"with the shape torch read: {_names(borne)}")
+        else:
+            context.append("contradicts the log: no parameter torch reported is saved with the shape it read")
+    command = f"python -m triage.probe.model_file {ctx.q(ctx.ckpt.tag, shard)}"
+    return outcome(NAME, signals=signals, checked=checked, complete=True,
+                   found="the checkpoint's names and shapes are the ones torch's load error reported: the model the "
+                         "job built differs from it",
+                   clear="the checkpoint does not hold what torch's load error reported: the failing load read "
+                         "another checkpoint", unknown="", evidence=evidence, context=context, command=command)

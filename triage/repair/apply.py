@@ -1,0 +1,84 @@
+"""Plan a repair, and with --apply do it and verify the result (structure, then a real load)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+
+from triage.errors import BadInput
+from triage.repair import files, registry
+from triage.repair.plan import Check, Options, Plan, Source
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    applied: bool = False
+    done: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    load: object = None  # triage.repair.real_load.LoadResult
+    load_skipped: str | None = None  # why no real DeepSpeed load ran
+    rolled_back: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks) and (self.load is None or self.load.ok)
+
+    @property
+    def status(self) -> str:
+        if not self.applied:
+            return "planned"
+        return "repaired" if self.ok else "verification_failed"
+
+    def to_json(self) -> dict:
+        load = self.load.to_json() if self.load is not None else {"ran": False, "reason": self.load_skipped}
+        return {"schema_version": SCHEMA_VERSION, "status": self.status, "summary": registry.summary(self.plan.action),
+                "plan": self.plan.to_json(), "applied": self.applied, "done": self.done,
+                "verification": {"structural": [c.to_json() for c in self.checks], "load": load},
+                "rolled_back": self.rolled_back}
+
+
+def make_plan(action: str, path: str, options: Options) -> Plan:
+    if not os.path.lexists(path):
+        raise BadInput(f"{path}: no such file or directory")
+    source = Source.locate(path, options.tag)
+    return registry.action(action).plan(source, options)
+
+
+def skip_reason(plan: Plan, options: Options) -> str | None:
+    if plan.load is None:
+        return "this action has no load to check"
+    if not options.model_factory:
+        return ("not run: pass --model-factory MODULE:FUNCTION (a function building your model) to load the "
+                "result with real DeepSpeed")
+    return None
+
+
+def apply(plan: Plan, options: Options) -> Outcome:
+    module = registry.action(plan.action)
+    outcome = Outcome(plan, applied=True)
+    if plan.staging:
+        outcome.done += files.fresh_staging(plan.staging)
+        try:
+            outcome.done += module.execute(plan, plan.staging)
+            files.publish(plan.staging, plan.out)
+        except BaseException:
+            shutil.rmtree(plan.staging, ignore_errors=True)
+            raise
+        outcome.done.append(f"wrote {plan.out}")
+    else:
+        outcome.done += module.execute(plan, None)
+    outcome.checks = module.structural(plan)
+    outcome.load_skipped = skip_reason(plan, options)
+    if outcome.load_skipped is None and all(c.ok for c in outcome.checks):
+        from triage.repair import real_load
+
+        outcome.load = real_load.run(plan.load, options.model_factory)
+    elif outcome.load_skipped is None:
+        outcome.load_skipped = "not run: the structural checks failed"
+    if not outcome.ok and hasattr(module, "rollback"):
+        outcome.rolled_back = module.rollback(plan) or None
+    return outcome

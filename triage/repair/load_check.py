@@ -1,0 +1,120 @@
+"""The real DeepSpeed load that verifies a repair; one process per rank under torchrun.
+
+    python -m torch.distributed.run --standalone --nproc_per_node N -m triage.repair.load_check SPEC RESULT
+
+SPEC is a JSON file (triage/repair/real_load.py writes it): the model factory (MODULE:FUNCTION,
+returning an nn.Module, a (module, optimizer) pair, or a dict with `model` and optionally
+`optimizer` and `batch`), the ds_config, and what to load:
+
+* resume:       engine.load_checkpoint(load_dir, tag)                       (model + optimizer state)
+* module-only:  engine.load_checkpoint(load_dir, tag, load_module_only=True)
+* universal:    the same as resume, the config having checkpoint.load_universal = true
+* state-dict:   model.load_state_dict(<consolidated fp32 files>, strict=True), then deepspeed.initialize
+
+With a `batch` (a tuple of tensors; model(*batch) returns the loss) one training step follows
+the load: optimizer state that loads but cannot step (another optimizer class) fails there, as
+it would in the job. Each rank writes RESULT.<rank> (JSON: ok, error, load_path, global_steps, checksum). The checksum is
+the sum of |param| over the whole (gathered) model, so a test can tell loaded weights from a fresh
+init. This is the one module of ds-triage that imports torch and deepspeed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+
+
+def build(factory: str) -> tuple:
+    """(model, optimizer or None, batch or None) from what the factory returns."""
+    module_name, _, function = factory.partition(":")
+    sys.path.insert(0, os.getcwd())
+    made = getattr(importlib.import_module(module_name), function)()
+    if isinstance(made, dict):
+        return made["model"], made.get("optimizer"), made.get("batch")
+    if isinstance(made, tuple):
+        return made[0], made[1], None
+    return made, None, None
+
+
+def read_state_dict(path: str) -> dict:
+    import torch
+
+    names = sorted(os.listdir(path))
+    state = {}
+    for name in names:
+        full = os.path.join(path, name)
+        if name.endswith(".safetensors"):
+            from safetensors.torch import load_file
+
+            state.update(load_file(full))
+        elif name.endswith(".bin"):
+            state.update(torch.load(full, map_location="cpu", weights_only=True))
+    return state
+
+
+def checksum(engine) -> float:
+    import deepspeed
+
+    params = list(engine.module.parameters())
+    if engine.zero_optimization_partition_weights():
+        with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+            return float(sum(p.detach().float().abs().sum() for p in params))
+    return float(sum(p.detach().float().abs().sum() for p in params))
+
+
+def check(spec: dict) -> dict:
+    import deepspeed
+    import torch
+
+    deepspeed.init_distributed(dist_backend="gloo")
+    torch.manual_seed(0)
+    model, optimizer, batch = build(spec["factory"])
+    config = spec["config"]
+    notes = []
+    if optimizer is None and "optimizer" not in config:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        notes.append("optimizer: torch.optim.AdamW (the factory returned none and the ds_config names none)")
+    mode = spec["mode"]
+    if mode == "state-dict":
+        model.load_state_dict(read_state_dict(spec["state_dict"]), strict=True)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config,
+                                      model_parameters=None if optimizer is not None else model.parameters())
+    result = {"ok": True, "load_path": None, "global_steps": None, "notes": notes,
+              "optimizer": type(engine.optimizer).__name__ if engine.optimizer is not None else None}
+    if mode != "state-dict":
+        load_path, _ = engine.load_checkpoint(spec["load_dir"], tag=spec["tag"], load_module_only=mode == "module-only")
+        if load_path is None:
+            return dict(result, ok=False, error="load_checkpoint returned (None, None): nothing was loaded "
+                        "(no `latest` and no tag?)")
+        result.update(load_path=load_path, global_steps=engine.global_steps)
+    result["checksum"] = checksum(engine)
+    if batch is not None:
+        loss = engine(*batch)
+        engine.backward(loss)
+        engine.step()
+        result["step_loss"] = float(loss)
+    return result
+
+
+def main(argv: list[str]) -> int:
+    spec_path, result_path = argv
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+    try:
+        result = check(spec)
+    except BaseException as exc:  # noqa: BLE001 - every failure is the verdict, reported to the parent
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000].rstrip(": ") + f" (at {where})",
+                  "traceback": traceback.format_exc()[-4000:]}
+    rank = os.environ.get("RANK", "0")
+    with open(f"{result_path}.{rank}", "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

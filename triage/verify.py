@@ -1,0 +1,65 @@
+"""`ds-triage verify`: the probe layer as a gate after a save, plus the manifest check.
+
+Healthy means: no probe confirmed a problem, and, when the tag has a manifest
+(`<tag>/ds-triage-manifest.json`, or --manifest FILE), every file it lists is there with its size
+and sha256. The structure alone cannot see a flipped byte inside tensor data (a zip's CRC only
+with --deep) or a copy that stopped between two files the layout does not require; the manifest can.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from triage.errors import BadInput
+from triage.manifest.build import manifest_path
+from triage.manifest.check import ManifestCheck, check
+from triage.probe.context import ProbeContext
+from triage.probe.report import ProbeReport, probe_all
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class VerifyReport:
+    probe: ProbeReport
+    manifest: ManifestCheck | None
+    manifest_note: str
+
+    @property
+    def problems(self) -> list[str]:
+        found = [f"{r.name}: {line}" for r in self.probe.problems for line in (r.headline or [r.summary])]
+        if self.manifest is not None:
+            found += [f"manifest: {p}" for p in self.manifest.problems]
+        return found
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "healthy": self.healthy,
+                "checkpoint": self.probe.checkpoint_json(),
+                "probes": [r.to_json() for r in self.probe.results.values()],
+                "manifest": self.manifest.to_json() if self.manifest else None,
+                "manifest_note": self.manifest_note, "problems": self.problems}
+
+
+def verify(path: str, manifest: str | None = None, deep: bool = False, hashed: bool = True) -> VerifyReport:
+    if not os.path.lexists(path):
+        raise BadInput(f"{path}: no such file or directory")
+    if manifest is not None and not os.path.isfile(manifest):
+        raise BadInput(f"--manifest {manifest}: no such file")
+    ctx = ProbeContext.for_path(path, deep=deep)
+    report = probe_all(ctx)
+    tag_dir = ctx.ckpt.tag_dir
+    default = manifest_path(tag_dir) if tag_dir else None
+    chosen = manifest or (default if default and os.path.isfile(default) else None)
+    if chosen is None:
+        note = (f"no manifest at {default}: structure only; write one after each save (`ds-triage manifest`) so that "
+                "verify also catches bit rot and partial copies" if default else "no tag, so no manifest to check")
+        return VerifyReport(report, None, note)
+    if tag_dir is None or not os.path.isdir(tag_dir):
+        return VerifyReport(report, None, f"the tag dir does not exist, so {chosen} cannot be checked")
+    result = check(tag_dir, chosen, hashed=hashed)
+    return VerifyReport(report, result, "sha256 of every file" if hashed else "sizes only (--sizes-only)")
