@@ -19,10 +19,14 @@ def test_mkdocs_build_strict(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     for page in ("index.html", "guide/index.html", "architecture/index.html", "exit-codes/index.html",
-                 "rules/index.html", "rules/errors/index.html", "rules/DS-Z001/index.html", "load-sites/index.html"):
+                 "rules/index.html", "rules/errors/index.html", "rules/DS-Z001/index.html", "load-sites/index.html",
+                 "reference/index.html", "reference/stream/index.html"):
         assert (site / page).is_file(), page
     # Links from the docs to repository files (rule YAML, corpus logs) resolve in the site too.
     z001 = (site / "rules" / "DS-Z001" / "index.html").read_text()
     assert 'href="../../repo/rules/zero_stage_mismatch/DS-Z001-' in z001
     assert next((site / "repo" / "rules" / "zero_stage_mismatch").glob("DS-Z001-*.yaml"))
     assert (site / "schemas" / "runbook.schema.json").is_file()
+    # The schema pages link each other's sections and the schema files they are generated from.
+    verify = (site / "reference" / "verify" / "index.html").read_text()
+    assert 'href="../probe/#checkpoint"' in verify and 'href="../../schemas/verify.schema.json"' in verify

@@ -163,3 +163,16 @@ def test_decode_all_counts_every_malformed_line(rules):
     assert exact.summary()["malformed"] == 2
     assert skipping.summary()["malformed"] <= 2  # chatter lines are not decoded without --decode-all
     assert skipping.summary()["lines"] == exact.summary()["lines"] == 300
+
+
+def test_a_restarts_config_dump_does_not_keep_an_incident_open(rules):
+    """A job that restarts prints DeepSpeed's config dump again: its indented lines are not the
+    incident's continuation, so an incident with no torchrun summary still closes on `gap`, and a
+    second failure after the restarts is an incident of its own."""
+    restart = env.clean_lines("resume-z2-dp2-fp32")  # a whole real run: config dump, training, saving
+    assert sum(line.startswith("    ") for line in restart) > 20
+    limits = Limits(gap=200)
+    data = text(CHAINED + restart * 6 + CHAINED)
+    incidents, _ = run(rules, data, limits=limits)
+    assert [i["closed_by"] for i in incidents] == ["gap", "end-of-input"]
+    assert all(i["lines"]["count"] < len(CHAINED) + limits.gap + 50 for i in incidents)

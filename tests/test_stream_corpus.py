@@ -6,6 +6,7 @@ rule `classify` gives the whole file, and each clean log comes out as nothing.
 """
 
 import json
+import platform
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,8 @@ def test_rule_examples_stream_like_they_classify(rules):
 def test_the_standard_library_fallback_gives_the_same_incidents(rules):
     slow = Prefilter(rules.rules, fast=False)
     assert not slow.matcher.complete
+    if platform.machine() == "x86_64":  # pyproject installs hyperscan there: the comparison is fast vs fallback
+        assert Prefilter(rules.rules).matcher.complete
     for path in CASES[::9] + CLEAN[::20]:
         data = path.read_bytes()
         assert [outcome(i) for i in streamed(rules, data, prefilter=slow)] == [outcome(i) for i in streamed(rules, data)]

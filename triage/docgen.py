@@ -1,12 +1,14 @@
 """Generate the docs that come from the rules, write them, or check them against disk.
 
 `generate(rules, out)` returns {path under out: text}: rules/index.md (by category),
-rules/errors.md (by error text), rules/<ID>.md for each rule, and load-sites.md. Nothing in it depends on the clock or on the order files
-are found in, so `--check` is stable.
+rules/errors.md (by error text), rules/<ID>.md for each rule, load-sites.md, and reference/index.md
+with reference/<name>.md for each JSON output schema in docs/schemas/. Nothing in it depends on the
+clock or on the order files are found in, so `--check` is stable.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,10 +16,13 @@ from triage.errors import BadInput
 from triage.kb.index import RuleSet, rule_files
 from triage.rule_docs import errors_page, index_page, rule_page
 from triage.example_lines import example_error
+from triage.schema_docs import SUFFIX, reference_pages
 from triage.site_docs import load_sites_page
 
 REGENERATE = "ds-triage rules docs"
-PAGE_GLOB = "DS-*.md"  # rule pages; any other file under docs/rules is left alone
+SCHEMAS = Path("docs") / "schemas"  # the JSON output schemas, under the repository root
+# The generated pages of each folder; any other file there is left alone.
+PAGE_GLOBS = {"rules": "DS-*.md", "reference": "*.md"}
 
 
 def load_sites():
@@ -50,6 +55,11 @@ def rule_sources(rules: RuleSet) -> dict[str, Path]:
     return out
 
 
+def load_schemas(directory: Path) -> dict[str, dict]:
+    """{file name: schema} of the JSON output schemas; {} when there is no such directory."""
+    return {path.name: json.loads(path.read_text(encoding="utf-8")) for path in sorted(directory.glob("*" + SUFFIX))}
+
+
 def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict[str, str]:
     from triage.coverage import coverage
 
@@ -57,8 +67,8 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
     root = rules.directory.resolve().parent
     pages_dir = out / "rules"
 
-    def link(path_from_root: str | Path) -> str:
-        return Path(os.path.relpath(root / path_from_root, pages_dir)).as_posix()
+    def link(path_from_root: str | Path, pages: Path = pages_dir) -> str:
+        return Path(os.path.relpath(root / path_from_root, pages)).as_posix()
 
     sources = rule_sources(rules)
     ordered = sorted(rules.rules, key=lambda r: r.id)
@@ -70,11 +80,12 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
     if sites is None:
         sites, versions = load_sites()
     files["load-sites.md"] = load_sites_page(coverage(sites, ordered), versions or {})
+    files.update(reference_pages(load_schemas(root / SCHEMAS), lambda name: link(SCHEMAS / name, out / "reference")))
     return dict(sorted(files.items()))
 
 
 def stale(out: str | Path, files: dict[str, str]) -> list[str]:
-    """What differs on disk: 'missing X', 'changed X', 'extra X' (a page of no rule)."""
+    """What differs on disk: 'missing X', 'changed X', 'extra X' (a page of no rule or schema)."""
     out = Path(out)
     problems = []
     for name, text in files.items():
@@ -88,7 +99,7 @@ def stale(out: str | Path, files: dict[str, str]) -> list[str]:
 
 
 def write(out: str | Path, files: dict[str, str]) -> list[str]:
-    """Write what differs, delete pages of rules that no longer exist; returns what changed."""
+    """Write what differs, delete pages of rules or schemas that no longer exist; returns what changed."""
     out = Path(out)
     changed = []
     for name, text in files.items():
@@ -105,7 +116,6 @@ def write(out: str | Path, files: dict[str, str]) -> list[str]:
 
 
 def _orphans(out: Path, files: dict[str, str]) -> list[Path]:
-    pages = out / "rules"
-    if not pages.is_dir():
-        return []
-    return sorted(p for p in pages.glob(PAGE_GLOB) if f"rules/{p.name}" not in files)
+    """Generated pages on disk that `files` no longer has (a removed rule or schema)."""
+    return sorted(path for folder, pattern in PAGE_GLOBS.items() for path in (out / folder).glob(pattern)
+                  if f"{folder}/{path.name}" not in files)

@@ -7,7 +7,7 @@ import os
 import sys
 
 from triage.cli.output import emit
-from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput
+from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput, UsageError
 
 
 def positive_int(text: str) -> int:
@@ -32,6 +32,12 @@ def add_target_options(parser) -> None:
     parser.add_argument("--load-dir", metavar="DIR", help="the dir the job passes to load_checkpoint / --load, when "
                         "CKPT is not it: checked for being one level off (triage: the log's, else --ckpt)")
     parser.add_argument("--deep", action="store_true", help="also verify the CRC-32 of every record (reads every byte)")
+    parser.add_argument("--reproduce", action="store_true",
+                        help="also load it with DeepSpeed for real (torchrun on CPU, --world-size ranks, --config or the "
+                        "log's or the saved ds_config) and classify what the load prints; seconds to minutes")
+    parser.add_argument("--model-factory", metavar="MODULE:FUNCTION",
+                        help="with --reproduce: a function returning your model (or a dict with model, optimizer); "
+                        "default: a stand-in with the saved parameter names and shapes")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
 
 
@@ -40,7 +46,7 @@ def register(subparsers) -> None:
         "probe",
         help="check a checkpoint on disk (read-only)",
         description="Run every probe on a DeepSpeed checkpoint, in the order path -> permission -> integrity -> "
-        "version -> config -> model -> optimizer, and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
+        "version -> config -> model -> optimizer (-> reproduce), and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
         "Exit 0 when nothing is wrong, 1 when a probe found a problem (docs/exit-codes.md).",
     )
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (the --load dir), a global_stepN dir, a shard "
@@ -62,7 +68,10 @@ def context_from(args, log_text: str | None = None):
         # triage: --ckpt is the checkpoint the job failed on; unless the log names a dir
         # that exists here, take it as the dir the job loaded.
         target.load_dir, target.sources["load_dir"] = args.ckpt, "--ckpt"
-    return ProbeContext.for_path(args.ckpt, target, deep=args.deep)
+    if args.model_factory and ":" not in args.model_factory:
+        raise UsageError(f"--model-factory {args.model_factory}: expected MODULE:FUNCTION, e.g. mymodels:build")
+    return ProbeContext.for_path(args.ckpt, target, deep=args.deep, reproduce=args.reproduce,
+                                 model_factory=args.model_factory)
 
 
 def run(args) -> int:

@@ -18,8 +18,9 @@ def register(subparsers) -> None:
     listing.add_argument("--rules", metavar="DIR")
     listing.set_defaults(run=run_list)
     docs = actions.add_parser(
-        "docs", help="generate docs/rules/*.md and docs/load-sites.md from the rules",
-        description="Write docs/rules/index.md, one docs/rules/<ID>.md per rule and docs/load-sites.md. "
+        "docs", help="generate docs/rules/*.md, docs/load-sites.md and docs/reference/*.md",
+        description="Write docs/rules/index.md, one docs/rules/<ID>.md per rule, docs/load-sites.md, and "
+        "docs/reference/index.md with one docs/reference/<name>.md per JSON output schema in docs/schemas/. "
         "With --check, write nothing and exit 1 when the docs on disk differ.",
     )
     docs.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")

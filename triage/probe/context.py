@@ -17,13 +17,17 @@ class ProbeContext:
     ckpt: Checkpoint
     target: Target = field(default_factory=Target)
     deep: bool = False
+    reproduce: bool = False  # also run DeepSpeed's own load (checks/reproduce.py)
+    model_factory: str | None = None  # MODULE:FUNCTION building the model for that load
     _meta: dict[str, ShardMeta] = field(default_factory=dict, repr=False)
     _layout: SavedLayout | None = field(default=None, repr=False)
     results: dict = field(default_factory=dict, repr=False)  # name -> ProbeResult of probes already run
 
     @classmethod
-    def for_path(cls, path: str, target: Target | None = None, deep: bool = False) -> "ProbeContext":
-        return cls(ckpt=locate(path), target=target or Target(), deep=deep)
+    def for_path(cls, path: str, target: Target | None = None, deep: bool = False, reproduce: bool = False,
+                 model_factory: str | None = None) -> "ProbeContext":
+        return cls(ckpt=locate(path), target=target or Target(), deep=deep, reproduce=reproduce,
+                   model_factory=model_factory)
 
     @property
     def listing(self) -> TagListing | None:

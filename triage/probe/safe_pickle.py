@@ -263,6 +263,7 @@ class ShardMeta:
     module_shapes: dict[str, tuple] | None = None  # the module state's tensors (ZeRO-3: params are empty)
     frozen_param_shapes: dict[str, tuple] | None = None
     param_shape_groups: int | None = None  # param_shapes is saved as one dict per optimizer param group
+    param_group_shapes: list[dict[str, tuple]] | None = None  # the same, group by group, in saved order
     optimizer: dict | None = None  # the torch optimizer's state inside (see optimizer_summary)
     optimizer_keys: list[str] | None = None
     global_steps: int | None = None
@@ -346,11 +347,13 @@ def _describe(meta: ShardMeta, obj) -> None:
         shapes = [shapes]
     if isinstance(shapes, list):
         meta.param_shapes = {}
+        meta.param_group_shapes = []
         meta.param_shape_groups = len(shapes)
         for group in shapes:
             if isinstance(group, dict):
-                meta.param_shapes.update({str(k): tuple(v) if isinstance(v, (tuple, list)) else v
-                                          for k, v in group.items()})
+                group_shapes = {str(k): tuple(v) if isinstance(v, (tuple, list)) else v for k, v in group.items()}
+                meta.param_shapes.update(group_shapes)
+                meta.param_group_shapes.append(group_shapes)
     frozen = obj.get("frozen_param_shapes")
     if isinstance(frozen, dict):
         meta.frozen_param_shapes = {str(k): tuple(v) for k, v in frozen.items() if isinstance(v, (tuple, list))}

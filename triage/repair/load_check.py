@@ -4,7 +4,8 @@
 
 SPEC is a JSON file (triage/repair/real_load.py writes it): the model factory (MODULE:FUNCTION,
 returning an nn.Module, a (module, optimizer) pair, or a dict with `model` and optionally
-`optimizer` and `batch`), the ds_config, and what to load:
+`optimizer` and `batch`; or none, and `twin`: the saved param_shapes to build a stand-in from),
+the ds_config, and what to load:
 
 * resume:       engine.load_checkpoint(load_dir, tag)                       (model + optimizer state)
 * module-only:  engine.load_checkpoint(load_dir, tag, load_module_only=True)
@@ -13,7 +14,8 @@ returning an nn.Module, a (module, optimizer) pair, or a dict with `model` and o
 
 With a `batch` (a tuple of tensors; model(*batch) returns the loss) one training step follows
 the load: optimizer state that loads but cannot step (another optimizer class) fails there, as
-it would in the job. Each rank writes RESULT.<rank> (JSON: ok, error, load_path, global_steps, checksum). The checksum is
+it would in the job. With `reraise` a failure also propagates, so the output holds the traceback
+as the job would print it (`probe --reproduce` classifies it). Each rank writes RESULT.<rank> (JSON: ok, error, load_path, global_steps, checksum). The checksum is
 the sum of |param| over the whole (gathered) model, so a test can tell loaded weights from a fresh
 init. This is the one module of ds-triage that imports torch and deepspeed.
 """
@@ -27,11 +29,17 @@ import sys
 import traceback
 
 
-def build(factory: str) -> tuple:
-    """(model, optimizer or None, batch or None) from what the factory returns."""
-    module_name, _, function = factory.partition(":")
-    sys.path.insert(0, os.getcwd())
-    made = getattr(importlib.import_module(module_name), function)()
+def build(factory: str | None, twin: list | None = None) -> tuple:
+    """(model, optimizer or None, batch or None) from what the factory returns (or the twin of
+    the saved param_shapes when there is no factory: triage/repair/twin.py)."""
+    if factory is None:
+        from triage.repair import twin as twin_model
+
+        made = twin_model.build(twin)
+    else:
+        module_name, _, function = factory.partition(":")
+        sys.path.insert(0, os.getcwd())
+        made = getattr(importlib.import_module(module_name), function)()
     if isinstance(made, dict):
         return made["model"], made.get("optimizer"), made.get("batch")
     if isinstance(made, tuple):
@@ -71,7 +79,7 @@ def check(spec: dict) -> dict:
 
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0)
-    model, optimizer, batch = build(spec["factory"])
+    model, optimizer, batch = build(spec["factory"], spec.get("twin"))
     config = spec["config"]
     notes = []
     if optimizer is None and "optimizer" not in config:
@@ -110,10 +118,17 @@ def main(argv: list[str]) -> int:
         where = f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
         result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000].rstrip(": ") + f" (at {where})",
                   "traceback": traceback.format_exc()[-4000:]}
+        if spec.get("reraise"):
+            _write(result_path, result)
+            raise  # `probe --reproduce`: the traceback as the job would print it, for the classifier
+    _write(result_path, result)
+    return 0 if result["ok"] else 1
+
+
+def _write(result_path: str, result: dict) -> None:
     rank = os.environ.get("RANK", "0")
     with open(f"{result_path}.{rank}", "w", encoding="utf-8") as f:
         json.dump(result, f)
-    return 0 if result["ok"] else 1
 
 
 if __name__ == "__main__":

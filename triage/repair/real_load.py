@@ -16,6 +16,7 @@ from triage.repair.plan import LoadSpec
 from triage.repair.tools import PYTHON, subprocess_env, tail
 
 TIMEOUT = 1800
+MAX_OUTPUT = 4 << 20  # characters of output kept for the classifier: head and tail
 
 
 @dataclass
@@ -32,6 +33,7 @@ class LoadResult:
     checksum: float | None = None
     notes: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)  # the last lines of its output, when it failed
+    output: str = ""  # the whole combined output (up to MAX_OUTPUT), when asked for
 
     def to_json(self) -> dict:
         return {"ran": True, "ok": self.ok, "mode": self.mode, "world_size": self.world_size,
@@ -45,14 +47,19 @@ def command(spec_path: str, result_path: str, world_size: int) -> list[str]:
             "-m", "triage.repair.load_check", spec_path, result_path]
 
 
-def run(spec: LoadSpec, factory: str, timeout: int = TIMEOUT) -> LoadResult:
-    """Load spec's checkpoint with real DeepSpeed on spec.world_size ranks; never raises for a failed load."""
+def run(spec: LoadSpec, factory: str | None, timeout: int = TIMEOUT, *, twin: list | None = None,
+        reraise: bool = False) -> LoadResult:
+    """Load spec's checkpoint with real DeepSpeed on spec.world_size ranks; never raises for a failed load.
+
+    factory None: the model is the twin of the saved param shapes (triage/repair/twin.py). reraise:
+    a failing rank prints its traceback as the job would, and the result keeps the whole output."""
     work = tempfile.mkdtemp(prefix="ds-triage-load-check-")
     try:
         spec_path, result_path = os.path.join(work, "spec.json"), os.path.join(work, "result")
         with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump({"factory": factory, "mode": spec.mode, "load_dir": spec.load_dir, "tag": spec.tag,
-                       "config": spec.config, "state_dict": spec.state_dict}, f)
+            json.dump({"factory": factory, "twin": twin, "reraise": reraise, "mode": spec.mode,
+                       "load_dir": spec.load_dir, "tag": spec.tag, "config": spec.config,
+                       "state_dict": spec.state_dict}, f)
         argv = command(spec_path, result_path, spec.world_size)
         shown = " ".join(shlex.quote(a) for a in argv[:5]) + " -m triage.repair.load_check ..."
         start = time.monotonic()
@@ -60,13 +67,21 @@ def run(spec: LoadSpec, factory: str, timeout: int = TIMEOUT) -> LoadResult:
             proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=subprocess_env(),
                                   stdin=subprocess.DEVNULL, timeout=timeout)
             code, output = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired:
-            code, output = "timeout", ""
+        except subprocess.TimeoutExpired as exc:
+            code, output = "timeout", _text(exc.stdout) + _text(exc.stderr)
         seconds = time.monotonic() - start
         ranks = [_read(p) for p in sorted(glob.glob(result_path + ".*"))]
-        return _result(spec, shown, seconds, code, output, ranks, timeout)
+        result = _result(spec, shown, seconds, code, output, ranks, timeout)
+        if reraise:
+            half = MAX_OUTPUT // 2
+            result.output = output if len(output) <= MAX_OUTPUT else output[:half] + "\n" + output[-half:]
+        return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _text(data) -> str:
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
 
 
 def _read(path: str) -> dict:

@@ -30,7 +30,7 @@ from triage.torchrun import _ROOT as TORCHRUN_ROOT
 
 CONTEXT_LINE = 1024  # characters kept of a remembered context line
 # A traceback's frames and a long message's indented lines ("\tsize mismatch for ...") hold
-# no trigger but belong to the incident: they do not count towards `gap`.
+# no trigger but belong to the incident: right after a trigger they do not count towards `gap`.
 _CONTINUES = re.compile(r"[ \t]")
 
 
@@ -63,6 +63,7 @@ class Window:
     omitted: int = 0
     cut_lines: int = 0  # lines longer than max_line, kept shortened
     quiet: int = 0  # lines since the last trigger
+    continuing: bool = False  # the last line was a trigger or continued one (indented)
     in_summary: bool = False  # inside torchrun's "Root Cause" box
     done: bool = False
     closed_by: str = ""
@@ -81,10 +82,14 @@ class Window:
         if triggered:
             self.quiet = 0
             self.last_trigger = now
-        elif _CONTINUES.match(strip_prefixes(text)[0]):
-            self.quiet = 0  # a frame, or an indented line of a long message: the incident goes on
+            self.continuing = True
+        elif self.continuing and _CONTINUES.match(strip_prefixes(text)[0]):
+            self.quiet = 0  # a frame's code, or an indented line of a long message: the incident goes on
         else:
+            # Indented lines further on are not the incident's: a config dump printed by a
+            # restart would otherwise keep it open for good.
             self.quiet += 1
+            self.continuing = False
         self._keep(text)
         self._watch_summary(text)
 

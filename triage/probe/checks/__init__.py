@@ -13,18 +13,21 @@ ORDER = ("path", "latest", "completeness", "permission", "integrity", "version",
 # Run only when a hypothesis names them: their "problem" is true of every healthy checkpoint
 # (e.g. weights_only: every ZeRO shard pickles DeepSpeed objects), so `probe` leaves them out.
 ON_REQUEST = ("weights_only",)
+# Last, and only with --reproduce: a real DeepSpeed load under torchrun (seconds to minutes).
+REPRODUCE = "reproduce"
 # Named by rules (rules/schema.json `probes`) but not built yet: reported as inconclusive.
 PLANNED = ("world_size", "memory")
 
 
 def run(ctx: ProbeContext, names=ORDER) -> dict[str, ProbeResult]:
-    """Run `names` (in ORDER, unknown or planned ones as inconclusive); results keyed by name."""
-    wanted = set(names)
+    """Run `names` (in ORDER, unknown or planned ones as inconclusive; `reproduce` last, when the
+    context asks for it); results keyed by name."""
+    wanted = [n for n in ORDER if n in names] + [n for n in names if n not in ORDER and n != REPRODUCE]
+    if ctx.reproduce:
+        wanted.append(REPRODUCE)
     results: dict[str, ProbeResult] = {}
-    for name in ORDER + tuple(n for n in names if n not in ORDER):
-        if name not in wanted:
-            continue
-        if name in ORDER or name in ON_REQUEST:
+    for name in dict.fromkeys(wanted):
+        if name in ORDER or name in ON_REQUEST or name == REPRODUCE:
             module = importlib.import_module(f"triage.probe.checks.{name}")
             results[name] = module.probe(ctx)
         else:
