@@ -145,3 +145,9 @@ def test_an_open_incident_is_written_to_stdout_at_shutdown(tmp_path):
     incidents = [json.loads(line) for line in out.splitlines()]
     assert len(incidents) == 1 and incidents[0]["classification"]["category"] == "zero_stage_mismatch"
     assert code == 0 and "Traceback" not in err
+
+
+def test_a_port_in_use_is_bad_input(server, cli):
+    proc = cli("serve", "--port", server.port)
+    assert proc.returncode == 3
+    assert f"cannot listen on 127.0.0.1:{server.port}" in proc.stderr.decode() and b"Traceback" not in proc.stderr

@@ -75,7 +75,8 @@ def _world_size(ctx: ProbeContext, layout) -> tuple[int, str]:
 
 def _config(ctx: ProbeContext, layout, world: int) -> tuple[dict | None, str]:
     if ctx.target.config is not None:
-        return ctx.target.config, ctx.target.sources.get("config", "--config")
+        source = ctx.target.sources.get("config", "--config")
+        return ctx.target.config, f"{ctx.target.config_path} ({source})" if ctx.target.config_path else source
     saved = layout.ds_config
     if saved is None:
         return None, ""
