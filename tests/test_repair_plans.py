@@ -42,6 +42,8 @@ def test_plans_name_deepspeeds_own_tools(cli):
     assert "-m deepspeed.checkpoint.ds_to_universal" in universal["commands"][0]
     assert "--inject_missing_state" in universal["commands"][0]  # engine-saved ZeRO-2 has no universal_checkpoint_info
     assert universal["commands"][0].count(f"{universal['out']}.ds-triage-partial/global_step3") == 1
+    dry_run = cli("repair", "universal", root).stdout.decode()  # says up front how to load the result
+    assert "how to load the result:" in dry_run and '{"load_universal": true}' in dry_run
     fp32 = json.loads(cli("repair", "fp32", root, "--json").stdout)["plan"]
     assert "-m triage.repair.fp32" in fp32["commands"][0]  # which calls deepspeed.utils.zero_to_fp32
     assert fp32["out"] == f"{root}-fp32" and fp32["writes"] == [f"{root}-fp32/pytorch_model.bin"]

@@ -20,6 +20,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def byte_size(text: str) -> int:
+    """`256G`, `512M`, `1.5T`, `1048576`: bytes (K, M, G, T are powers of 1024)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    number, unit = text.strip().upper().removesuffix("B").removesuffix("I"), ""
+    if number[-1:] in units:
+        number, unit = number[:-1], number[-1]
+    try:
+        value = float(number) * units[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 256G, 512M)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return int(value)
+
+
 def add_target_options(parser) -> None:
     parser.add_argument("--config", metavar="FILE", help="the ds_config (JSON) the load uses: compared with the saved one")
     parser.add_argument("--world-size", type=positive_int, metavar="N", help="number of ranks the load runs on")
@@ -38,6 +53,11 @@ def add_target_options(parser) -> None:
     parser.add_argument("--model-factory", metavar="MODULE:FUNCTION",
                         help="with --reproduce: a function returning your model (or a dict with model, optimizer); "
                         "default: a stand-in with the saved parameter names and shapes")
+    parser.add_argument("--host-memory", type=byte_size, metavar="SIZE",
+                        help="memory of the node the load runs on (e.g. 256G), when it is not this host: "
+                        "runs the memory probe against it")
+    parser.add_argument("--ranks-per-node", type=positive_int, metavar="N",
+                        help="ranks loading on one node (default: the world size): runs the memory probe")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
 
 
@@ -71,7 +91,8 @@ def context_from(args, log_text: str | None = None):
     if args.model_factory and ":" not in args.model_factory:
         raise UsageError(f"--model-factory {args.model_factory}: expected MODULE:FUNCTION, e.g. mymodels:build")
     return ProbeContext.for_path(args.ckpt, target, deep=args.deep, reproduce=args.reproduce,
-                                 model_factory=args.model_factory)
+                                 model_factory=args.model_factory, host_memory=args.host_memory,
+                                 ranks_per_node=args.ranks_per_node)
 
 
 def run(args) -> int:
@@ -79,6 +100,8 @@ def run(args) -> int:
     from triage.probe.report import probe_all
     from triage.render import Style
 
-    report = probe_all(context_from(args))
+    ctx = context_from(args)
+    asked = ("memory",) if args.host_memory or args.ranks_per_node else ()
+    report = probe_all(ctx, asked)
     emit(args.json, report.to_json, lambda: render_probe(report, Style.for_stream(sys.stdout)))
     return EXIT_PROBE_FOUND if report.problems else EXIT_PROBE_CLEAN

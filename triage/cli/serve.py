@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import signal
 import sys
+import threading
 
 from triage.errors import EXIT_FOUND, BadInput
 
@@ -58,25 +59,18 @@ def run(args) -> int:
               "authentication; put it behind a proxy that checks who calls", file=sys.stderr)
     print(f"ds-triage serve: listening on http://{_url_host(host)}:{port} "
           "(POST /classify, POST /ingest, POST /flush, GET /incidents, GET /healthz)", file=sys.stderr, flush=True)
-    signal.signal(signal.SIGTERM, _stop)
+    # SIGTERM asks serve_forever to return. Raising from the handler instead would be caught by
+    # socketserver's per-request `except Exception` when it lands mid-request, and the server
+    # would go on; shutdown() must come from another thread, as it waits for the loop to end.
+    signal.signal(signal.SIGTERM, lambda signum, frame: threading.Thread(target=server.shutdown, daemon=True).start())
     ingest.start_ticker()
     try:
         server.serve_forever(poll_interval=0.5)
-    except _Stopped:
-        pass
     finally:
         server.server_close()
         ingest.stop()
         ingest.flush()  # an incident still open at shutdown is emitted, not lost
     return EXIT_FOUND
-
-
-class _Stopped(Exception):
-    pass
-
-
-def _stop(signum, frame):
-    raise _Stopped()
 
 
 def _loopback(host: str) -> bool:

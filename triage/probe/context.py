@@ -19,15 +19,16 @@ class ProbeContext:
     deep: bool = False
     reproduce: bool = False  # also run DeepSpeed's own load (checks/reproduce.py)
     model_factory: str | None = None  # MODULE:FUNCTION building the model for that load
+    host_memory: int | None = None  # bytes the loading node has (--host-memory), when not this host
+    ranks_per_node: int | None = None  # ranks loading on one node (--ranks-per-node)
     _meta: dict[str, ShardMeta] = field(default_factory=dict, repr=False)
     _layout: SavedLayout | None = field(default=None, repr=False)
     results: dict = field(default_factory=dict, repr=False)  # name -> ProbeResult of probes already run
 
     @classmethod
-    def for_path(cls, path: str, target: Target | None = None, deep: bool = False, reproduce: bool = False,
-                 model_factory: str | None = None) -> "ProbeContext":
-        return cls(ckpt=locate(path), target=target or Target(), deep=deep, reproduce=reproduce,
-                   model_factory=model_factory)
+    def for_path(cls, path: str, target: Target | None = None, deep: bool = False, **options) -> "ProbeContext":
+        """options: reproduce, model_factory, host_memory, ranks_per_node."""
+        return cls(ckpt=locate(path), target=target or Target(), deep=deep, **options)
 
     @property
     def listing(self) -> TagListing | None:

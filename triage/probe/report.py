@@ -56,8 +56,9 @@ class ProbeReport:
         }
 
 
-def probe_all(ctx: ProbeContext) -> ProbeReport:
-    return ProbeReport(ctx, checks.run(ctx))
+def probe_all(ctx: ProbeContext, also: tuple[str, ...] = ()) -> ProbeReport:
+    """Every probe of checks.ORDER, and `also` (on-request probes the user gave options for)."""
+    return ProbeReport(ctx, checks.run(ctx, checks.ORDER + also))
 
 
 # ---------------------------------------------------------------- triage: the log's hypotheses, probed

@@ -61,9 +61,11 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "confirm": ["optimizer.type_differs", "optimizer.groups_differ"],
         "refute": [["optimizer.type_differs"], ["optimizer.groups_differ"]],
     },
-    # Decided by probes not built yet (memory) or not by probes at all.
+    # The host's memory against what every rank reads. Never refuted: an allocation failure in the
+    # log beats an estimate, and the job's own limits (ulimit -v, other tenants) are not visible here.
+    "out_of_memory": {"confirm": ["memory.too_small"], "refute": []},
+    # Not decided by probes at all.
     "known_bug": {"confirm": [], "refute": []},
-    "out_of_memory": {"confirm": [], "refute": [["memory.too_small"]]},
     "unknown": {"confirm": [], "refute": []},
 }
 

@@ -31,6 +31,7 @@ def render(outcome: Outcome, style: Style | None = None) -> str:
         out.append("diff:")
         out += [f"  {line}" for line in diff.rstrip("\n").splitlines()]
     if not outcome.applied:
+        _section("how to load the result", p.how_to_load, out)
         out.append("")
         out.append(style("dry run: nothing was written. Run again with --apply to do it", "1;33")
                    + (", then it is verified by a real DeepSpeed load" if p.load else "") + ".")

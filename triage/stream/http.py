@@ -21,6 +21,7 @@ import json
 import os
 import socket
 import sys
+import time
 import traceback
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -94,7 +95,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(status, body)
         except HTTPError as exc:
             if not self._consumed and self.headers.get("Content-Length", "0") != "0":
-                self.close_connection = True  # its unread body must not be taken for the next request
+                self._refuse_unread()
             self._send(exc.status, {"error": exc.message, "status": exc.status}, exc.headers)
         except Exception as exc:  # never a traceback in a response
             if os.environ.get("DS_TRIAGE_DEBUG"):
@@ -153,10 +154,21 @@ class Handler(BaseHTTPRequestHandler):
         return 200, result
 
     # plumbing
+    def _refuse_unread(self) -> None:
+        """The body will not be read: close after answering (it must not be taken for the next
+        request), and linger so that the client, still sending, gets the answer and not a reset."""
+        self.close_connection = True
+        self._linger = True
+
+    def finish(self) -> None:
+        super().finish()
+        if getattr(self, "_linger", False):
+            _linger(self.connection)
+
     def _body(self, required: bool = True) -> tuple[str, bytes]:
         """(content type, body bytes), refused early when it is too large to take."""
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            self.close_connection = True
+            self._refuse_unread()
             raise HTTPError(411, "chunked bodies are not read; send Content-Length")
         length = self.headers.get("Content-Length")
         if length is None:
@@ -171,7 +183,7 @@ class Handler(BaseHTTPRequestHandler):
             raise HTTPError(400, f"bad Content-Length: {length!r}")
         limit = self.server.max_body
         if size > limit:
-            self.close_connection = True  # the unread body must not be taken for the next request
+            self._refuse_unread()
             raise HTTPError(413, f"body of {size} bytes is over the limit of {limit} (--max-body)")
         data = self.rfile.read(size)
         self._consumed = True
@@ -206,6 +218,24 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):
         sys.stderr.write(f"ds-triage serve: {self.address_string()} {format % args}\n")
+
+
+def _linger(sock: socket.socket, seconds: float = 2.0, most: int = 64 << 20) -> None:
+    """Lingering close: stop writing, then read and drop what the client still sends (a bounded
+    amount, for a bounded time). Closing with unread data would send a reset, and the client's
+    stack may drop the 4xx answer it has not read yet."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + seconds
+        drained = 0
+        while drained < most and (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                return
+            drained += len(chunk)
+    except OSError:
+        pass
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:

@@ -10,18 +10,17 @@ from triage.probe.context import ProbeContext
 from triage.probe.result import ProbeResult, not_implemented
 
 ORDER = ("path", "latest", "completeness", "permission", "integrity", "version", "config", "model", "optimizer")
-# Run only when a hypothesis names them: their "problem" is true of every healthy checkpoint
-# (e.g. weights_only: every ZeRO shard pickles DeepSpeed objects), so `probe` leaves them out.
-ON_REQUEST = ("weights_only",)
+# Run only when a hypothesis names them (or `probe` is given what they need): weights_only's
+# "problem" is true of every healthy ZeRO shard (they pickle DeepSpeed objects); memory judges
+# the host the load runs on, which `probe` alone cannot assume is this one.
+ON_REQUEST = ("weights_only", "memory")
 # Last, and only with --reproduce: a real DeepSpeed load under torchrun (seconds to minutes).
 REPRODUCE = "reproduce"
-# Named by rules (rules/schema.json `probes`) but not built yet: reported as inconclusive.
-PLANNED = ("world_size", "memory")
 
 
 def run(ctx: ProbeContext, names=ORDER) -> dict[str, ProbeResult]:
-    """Run `names` (in ORDER, unknown or planned ones as inconclusive; `reproduce` last, when the
-    context asks for it); results keyed by name."""
+    """Run `names` (in ORDER, then the others; an unknown name is inconclusive; `reproduce` last,
+    when the context asks for it); results keyed by name."""
     wanted = [n for n in ORDER if n in names] + [n for n in names if n not in ORDER and n != REPRODUCE]
     if ctx.reproduce:
         wanted.append(REPRODUCE)
