@@ -122,7 +122,20 @@ def main(argv: list[str]) -> int:
             _write(result_path, result)
             raise  # `probe --reproduce`: the traceback as the job would print it, for the classifier
     _write(result_path, result)
+    _teardown()
     return 0 if result["ok"] else 1
+
+
+def _teardown() -> None:
+    """Leave the process group before exiting: gloo torn down by interpreter exit instead can
+    abort a rank (SIGABRT) after it has already reported."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:  # no barrier: after a failure the other ranks may be stuck in another collective
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - the result is written; a failed teardown changes nothing
+            pass
 
 
 def _write(result_path: str, result: dict) -> None:

@@ -94,6 +94,12 @@ def _result(spec: LoadSpec, shown: str, seconds: float, code, output: str, ranks
     base = dict(mode=spec.mode, world_size=spec.world_size, config_source=spec.config_source, command=shown,
                 seconds=seconds)
     failed = [r for r in ranks if not r.get("ok")]
+    notes = []
+    if code != 0 and code != "timeout" and len(ranks) == spec.world_size and not failed:
+        # Every rank finished the load (and the step) and wrote its result; a rank died after
+        # that, in the process group's teardown: not the checkpoint's doing.
+        notes.append(f"every rank reported success, then torchrun exited {code} (a rank died at teardown)")
+        code = 0
     if code == 0 and len(ranks) == spec.world_size and not failed:
         first = ranks[0]
         what = {"state-dict": "load_state_dict(strict=True) + deepspeed.initialize",
@@ -105,7 +111,7 @@ def _result(spec: LoadSpec, shown: str, seconds: float, code, output: str, ranks
             f"; param checksum {first['checksum']:.6f}" if first.get("checksum") is not None else "")
         return LoadResult(ok=True, detail=detail, load_path=first.get("load_path"),
                           global_steps=first.get("global_steps"), checksum=first.get("checksum"),
-                          notes=first.get("notes", []), **base)
+                          notes=first.get("notes", []) + notes, **base)
     if failed:
         detail = failed[0]["error"]
     elif code == "timeout":
