@@ -49,6 +49,18 @@ def test_probe_json_matches_its_schema_and_exit_code(case_id, cli):
     else:
         assert proc.returncode == 1 and data["findings"] and data["problems"]
     assert data["checkpoint"]["layout"]["dp"] == 2
+    assert data["checkpoint"]["layout"]["offload"] == {}  # the corpus trains without ZeRO-Offload
+
+
+def test_offload_is_read_from_the_saved_ds_config():
+    from triage.probe.layout import saved_offload
+
+    # as DeepSpeed's docs write ZeRO-Offload (optimizer on CPU) and ZeRO-Infinity (params on NVMe)
+    config = {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                                    "offload_param": {"device": "nvme", "nvme_path": "/local_nvme"}}}
+    assert saved_offload(config) == {"optimizer": "cpu", "param": "nvme"}
+    assert saved_offload({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}}}) == {}
+    assert saved_offload(None) == {} and saved_offload({"zero_optimization": 2}) == {}
 
 
 def test_probe_human_output_summarises_what_is_wrong(cli):

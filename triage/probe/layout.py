@@ -26,6 +26,7 @@ class SavedLayout:
     pp: int | None = None
     bf16: bool | None = None
     ds_config: dict | None = None
+    offload: dict[str, str] = field(default_factory=dict)  # "optimizer"/"param" -> device (cpu, nvme), from the ds_config
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -56,6 +57,7 @@ class SavedLayout:
             parts.append("MoE expert files")
         if self.names.universal:
             parts.append("universal (zero/ folder)")
+        parts += [f"{what} offloaded to {device}" for what, device in self.offload.items()]
         return ", ".join(parts)
 
 
@@ -76,6 +78,7 @@ def saved_layout(listing: TagListing, model: ShardMeta | None, optim: ShardMeta 
     optim_ok = optim if optim is not None and optim.error is None else None
     config = (model_ok.ds_config if model_ok else None) or (optim_ok.ds_config if optim_ok else None)
     layout.ds_config = config
+    layout.offload = saved_offload(config)
     if optim_ok is not None and optim_ok.zero_stage is not None:
         layout.stage, layout.stage_source = optim_ok.zero_stage, "the optimizer shard's zero_stage"
     elif config is not None:
@@ -108,6 +111,18 @@ def saved_layout(listing: TagListing, model: ShardMeta | None, optim: ShardMeta 
         bf16 = config.get("bf16") or config.get("bfloat16") or {}
         layout.bf16 = bool(bf16.get("enabled")) if isinstance(bf16, dict) else None
     return layout
+
+
+def saved_offload(config: dict | None) -> dict[str, str]:
+    """ZeRO-Offload / ZeRO-Infinity as saved: {"optimizer": "cpu", "param": "nvme"}; {} for none."""
+    zero = (config or {}).get("zero_optimization")
+    out = {}
+    for what in ("optimizer", "param"):
+        section = zero.get(f"offload_{what}") if isinstance(zero, dict) else None
+        device = section.get("device") if isinstance(section, dict) else None
+        if isinstance(device, str) and device.lower() not in ("none", ""):
+            out[what] = device.lower()
+    return out
 
 
 def expected_files(layout: SavedLayout) -> dict[str, list[str]] | None:

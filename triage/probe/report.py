@@ -36,7 +36,7 @@ class ProbeReport:
                 "description": layout.describe(), "stage": layout.stage, "stage_family": layout.stage_family,
                 "dp": layout.dp, "mp": layout.mp, "tp": layout.tp, "pp": layout.pp, "bf16": layout.bf16,
                 "pipeline_layers": len(layout.names.layers), "moe": layout.names.experts,
-                "universal": layout.names.universal,
+                "universal": layout.names.universal, "offload": dict(layout.offload),
             },
         }
 
