@@ -4,9 +4,16 @@ torch names the keys it found missing or unexpected and the shapes it found diff
 (triage/probe/log_facts.py). The checkpoint's saved `param_shapes` bear each claim out (the
 checkpoint really lacks the missing names, holds the unexpected ones, has the "from checkpoint"
 shape) or contradict it, which means the failing load read some other checkpoint than this one.
+
+One claim has another reading: base weights "missing" from a checkpoint whose module state holds
+adapter weights only (PEFT's lora_/ia3_/prompt names: saved with exclude_frozen_parameters=True
+or by an adapter-only trainer). The model did not change; the checkpoint was never meant to hold
+them (adapter_only, not missing_keys).
 """
 
 from __future__ import annotations
+
+import re
 
 from triage.probe.log_facts import ModelClaims
 from triage.probe.result import ProbeResult, outcome
@@ -15,6 +22,8 @@ NAME = "model"
 CAP = 10
 # torch's names are relative to the module loaded; a saved name may carry a wrapper prefix.
 _PREFIXES = ("", "module.", "_orig_mod.", "module._orig_mod.")
+# Parameter names PEFT gives adapter weights (peft/tuners: LoRA, DoRA, IA3, prompt tuning, trained heads).
+ADAPTER = re.compile(r"(?:^|\.)(?:lora_\w+|ia3_l|prompt_encoder|prompt_embeddings|modules_to_save|adapter\w*)(?:\.|$)")
 
 
 def _find(saved: dict, name: str):
@@ -29,14 +38,28 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:CAP]) + more
 
 
-def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str) -> ProbeResult:
+def adapter_only(module_keys) -> bool:
+    """The saved module state holds adapter weights and nothing else."""
+    return bool(module_keys) and all(ADAPTER.search(k) for k in module_keys)
+
+
+def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str,
+                 module_keys: list[str] | None = None) -> ProbeResult:
     evidence: list[str] = []  # claims the checkpoint bears out
     context = [f"the log's load_state_dict error (line {claims.line}) checked against {len(saved)} names saved in "
                f"{shard} ({source}); no --model given"]
     signals: list[str] = []
     checked: list[str] = []
     # (signal, names torch reported, whether the checkpoint bears a name out by holding it, what torch said)
-    for signal, names, held, said in (("missing_keys", claims.missing, False, "missing"),
+    adapters = adapter_only(module_keys) if claims.missing else False
+    if claims.missing and module_keys is not None:
+        checked.append("adapter_only")
+    if adapters and not any(ADAPTER.search(n) for n in claims.missing):
+        signals.append("adapter_only")
+        evidence.append(f"the checkpoint's module state holds adapter weights only ({_names(module_keys)}): the "
+                        f"{len(claims.missing)} base weights torch reported missing were never saved in it (an "
+                        "adapter-only save); they come from the pretrained base model")
+    for signal, names, held, said in (("missing_keys", [] if "adapter_only" in signals else claims.missing, False, "missing"),
                                       ("unexpected_keys", claims.unexpected, True, "unexpected (the model lacks them)")):
         if not names:
             continue

@@ -28,7 +28,7 @@ CATEGORIES: dict[str, dict[str, list]] = {
                    ["completeness.tag_missing"], ["completeness.model_missing"], ["completeness.optim_missing"]],
     },
     "partial_checkpoint": {
-        "confirm": ["completeness.incomplete_save", "path.no_deepspeed_state"],
+        "confirm": ["completeness.incomplete_save", "path.no_deepspeed_state", "model.adapter_only"],
         "refute": [["completeness.incomplete_save"], ["path.no_deepspeed_state"], ["model.adapter_only"]],
     },
     "permission_denied": {
@@ -81,6 +81,8 @@ RULES: dict[str, dict[str, list]] = {
     "DS-V002": {"confirm": ["version.ds_version_missing"], "refute": [["version.ds_version_missing"]]},
     "DS-C001": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
     "DS-C002": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
+    # base weights "missing" from an adapter-only checkpoint (PEFT, exclude_frozen_parameters)
+    "DS-H001": {"confirm": ["model.adapter_only"], "refute": [["model.adapter_only"]]},
     "DS-M002": {"confirm": ["model.prefix_orig_mod"], "refute": [["model.prefix_orig_mod"]]},
     # also "the whole checkpoint dict loaded into the bare model": a load-code mistake no probe can rule out
     "DS-M003": {"confirm": ["model.prefix_module"], "refute": []},

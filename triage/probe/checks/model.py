@@ -9,7 +9,8 @@ A wrapper prefix on one side only (`module.` of DDP/DeepSpeed, `_orig_mod.` of t
 `base_model.model.` of PEFT) is recognised first: the names are compared once it is removed and
 the prefix is its own signal. Confirmed: prefix_module, prefix_orig_mod, prefix_peft,
 missing_keys (the model has names the checkpoint lacks), unexpected_keys (the checkpoint has
-names the model lacks), shapes_differ. Inconclusive without --model.
+names the model lacks), shapes_differ. Without --model, torch's load error in the log is checked
+instead (model_claims.py), including adapter_only. Inconclusive with neither.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         return found
     shard, meta, saved, source = found
     if model is None:
-        return check_claims(ctx, claims, shard.name, saved, source)
+        return check_claims(ctx, claims, shard.name, saved, source, meta.module_keys)
     expected = dict(model.shapes)
     module_only = set(meta.module_shapes or {}) - set(meta.param_shapes or {}) - set(meta.frozen_param_shapes or {})
     a_saved, a_expected, removed, origin = align(saved, expected)
