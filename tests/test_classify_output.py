@@ -3,6 +3,10 @@ documented schema, the human report orders the checks, exit codes say what was f
 and classifying never imports torch, deepspeed or jsonschema."""
 
 import json
+import os
+import pty
+import subprocess
+import sys
 
 import jsonschema
 import pytest
@@ -70,3 +74,18 @@ def test_classify_imports_neither_torch_nor_deepspeed_nor_jsonschema(tmp_path):
     assert "torch" not in first.stderr.splitlines()[-1] and "deepspeed" not in first.stderr.splitlines()[-1]
     # The first run validated the rules (jsonschema) and cached them; later runs read the cache.
     assert second.stderr.splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("command, example", [("classify", "ds-triage classify - < job.log"),
+                                              ("stream", "kubectl logs -f POD | ds-triage stream")])
+def test_no_log_on_a_terminal_is_a_usage_error_not_a_wait(command, example, tmp_path):
+    """stdin a real pseudo-terminal: nothing given must not sit waiting for a paste."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "triage", command], stdin=terminal, capture_output=True,
+                              timeout=60, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert proc.returncode == 2
+    assert f"no log given: pass a file, or pipe it in (`{example}`)" in proc.stderr.decode()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from triage.cli.output import emit
-from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
+from triage.cli.log_source import log_source
+from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
 
 
 def register(subparsers) -> None:
@@ -30,11 +31,7 @@ def run(args) -> int:
     from triage.kb import load_rules
     from triage.render import Style, render_report
 
-    source = args.log
-    if source is None:
-        if sys.stdin.isatty():
-            raise UsageError("no log given: pass a file, or pipe the log in (`ds-triage classify - < job.log`)")
-        source = "-"
+    source = log_source(args.log, "ds-triage classify - < job.log")
     log = read_log(source)
     rules = load_rules(args.rules)
     report = classify(

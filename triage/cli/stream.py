@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from triage.cli.log_source import log_source
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
 
 
@@ -73,11 +74,7 @@ def build(args, write):
 def run(args) -> int:
     from triage.stream.source import open_input, pump
 
-    source = args.log
-    if source is None:
-        if sys.stdin.isatty():
-            raise UsageError("no log given: pass a file, or pipe the stream in (`kubectl logs -f POD | ds-triage stream`)")
-        source = "-"
+    source = log_source(args.log, "kubectl logs -f POD | ds-triage stream")
     fd = open_input(source)
     triage = build(args, _write_line)
     pump(fd, triage)
