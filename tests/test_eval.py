@@ -326,3 +326,13 @@ def test_committed_corpus_meets_the_top1_target(corpus_outcomes):
     result = evaluate(corpus_outcomes)
     data = result.to_json()
     assert result.passed, f"top-1 {data['accuracy']['top1_rate']} < {TOP1_GATE}:\n{_misclassified(data)}"
+
+
+def test_corpus_same_log_groups_bound_the_accuracy(corpus_outcomes):
+    # The ceiling is an upper bound for any log-only classifier, ours included: if the fingerprint
+    # merged logs that really differ, the measured top-1 could exceed it.
+    data = evaluate(corpus_outcomes).to_json()
+    same = data["same_log"]
+    assert data["accuracy"]["top1"] <= same["top1_ceiling"] < data["accuracy"]["cases"]
+    pairs = [{case["id"] for case in group} for group in same["groups"]]
+    assert {"zero3-saved-stage2-load-dp2", "zero2-dp2-model-states-deleted"} in pairs

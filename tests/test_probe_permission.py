@@ -83,3 +83,45 @@ def test_triage_as_nobody_confirms_permission_denied(as_nobody):
     proc = as_nobody("triage", "--log", log, "--ckpt", root, "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verdict"]["category"] == "permission_denied"
+
+
+# --as-user: root triaging for the job's user. The probe forks a child that drops to that
+# user, so the kernel answers for it; root's own view would pass everything.
+
+def as_root(*args):
+    return subprocess.run([sys.executable, "-m", "triage", *map(str, args)], cwd=pc.ROOT,
+                          env=dict(os.environ, NO_COLOR="1"), capture_output=True, text=True, timeout=60)
+
+
+def test_root_sees_the_unreadable_tag_dir_only_as_the_jobs_user():
+    root = pc.scenario("zero3-dp2-tag-dir-unreadable")
+    as_itself = probes(as_root("probe", root, "--json"))["permission"]
+    assert as_itself["status"] == "refuted"
+    assert any("--as-user" in line for line in as_itself["evidence"]), as_itself  # says how to check for the job
+    as_job = probes(as_root("probe", root, "--as-user", "65534", "--json"))["permission"]
+    assert as_job["status"] == "confirmed" and as_job["signals"] == ["untraversable"]
+    text = " ".join(as_job["evidence"])
+    assert "global_step3: no execute" in text and "d---------" in text and "checked as nobody (uid 65534" in text
+    assert "cannot be opened because of it" in text  # the shards below are not blamed on their own modes
+    assert as_job["command"].endswith("; id nobody")
+
+
+def test_triage_as_root_for_the_jobs_user_gives_the_permission_verdict():
+    case = "zero2-dp1-tag-dir-unreadable"
+    root, log = pc.scenario(case), pc.ROOT / "corpus" / "cases" / f"{case}.log"
+    before = pc.snapshot(root)
+    blind = json.loads(as_root("triage", "--log", log, "--ckpt", root, "--json").stdout)["verdict"]
+    assert blind["category"] != "permission_denied"  # root reads everything: the log's first guess stands
+    proc = as_root("triage", "--log", log, "--ckpt", root, "--as-user", "nobody", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["verdict"]["category"] == "permission_denied"
+    assert pc.snapshot(root) == before  # read-only, modes included
+
+
+def test_as_user_errors_are_usage_errors(as_nobody):
+    root = pc.scenario("zero3-dp2-tag-dir-unreadable")
+    unknown = as_root("probe", root, "--as-user", "no-such-user-here")
+    assert unknown.returncode == 2 and "no such user" in unknown.stderr and "Traceback" not in unknown.stderr
+    not_root = as_nobody("probe", root, "--as-user", "root")
+    assert not_root.returncode == 2 and "only root can check as another user" in not_root.stderr
+    assert "Traceback" not in not_root.stderr

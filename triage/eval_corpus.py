@@ -77,6 +77,7 @@ def read_case_log(corpus_dir: str | Path, case: Case):
 def run_cases(corpus_dir: str | Path, cases: list[Case], rules) -> list[Outcome]:
     """Classify each case's log once with the given rules, timing the classify call."""
     from triage.classifier import classify
+    from triage.eval_ambiguity import fingerprint
 
     outcomes = []
     for case in cases:
@@ -84,5 +85,6 @@ def run_cases(corpus_dir: str | Path, cases: list[Case], rules) -> list[Outcome]
         started = time.perf_counter()
         report = classify(log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors)
         elapsed = time.perf_counter() - started
-        outcomes.append(outcome_from_report(case, report, elapsed, len(log.text.splitlines())))
+        printed = fingerprint(log.text, case.id) if case.kind in LABELLED else ()
+        outcomes.append(outcome_from_report(case, report, elapsed, len(log.text.splitlines()), printed))
     return outcomes

@@ -31,7 +31,7 @@ def render(result: Evaluation, corpus: str, rule_count: int) -> str:
     out = [f"corpus {corpus}: {counts['total']} logs ({kinds}); {rule_count} rules", ""]
     out += _accuracy(result) + [""] + _confusion(result) + [""]
     out += _negatives(result) + _clean(result) + _rules(result) + [""]
-    out += _misclassified(result) + [""]
+    out += _misclassified(result) + [""] + _same_log(result) + [""]
     worst = result.worst
     if worst:
         out.append(f"time per log: median {result.median_ms:.1f} ms, worst {worst.seconds * 1000:.1f} ms ({worst.case.log})")
@@ -96,3 +96,14 @@ def _misclassified(result: Evaluation) -> list[str]:
     rows = [["id", "expected", "got (top-3)"]]
     rows += [[o.case.id, o.case.expected_category or "", _guesses(o.guesses)] for o in result.misclassified]
     return [f"misclassified: {len(result.misclassified)}"] + table(rows)
+
+
+def _same_log(result: Evaluation) -> list[str]:
+    total, ceiling = result.overall.cases, result.top1_ceiling
+    if not result.same_log:
+        return [f"same log, different cause: none (log-only top-1 ceiling {ceiling} of {total})"]
+    out = [f"same log, different cause: {len(result.same_log)} group(s); no log-only classifier gets more than "
+           f"{ceiling} of {total} ({_pct(ceiling, total).strip()}) top-1"]
+    for group in result.same_log:
+        out.append("    " + ", ".join(f"{case_id} ({category})" for case_id, category in group))
+    return out

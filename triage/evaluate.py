@@ -11,6 +11,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from triage.eval_ambiguity import same_log_groups, unreachable
+
 SCHEMA_VERSION = 1
 KINDS = ("failure", "silent", "negative", "clean")
 LABELLED = ("failure", "silent")  # kinds whose expected_category is scored
@@ -43,6 +45,7 @@ class Outcome:
     guesses: tuple[Guess, ...]  # ranked, best first; empty when no rule fired
     seconds: float = 0.0  # time spent in classify()
     lines: int = 0  # lines in the log
+    fingerprint: tuple[str, ...] = ()  # triage.eval_ambiguity.fingerprint of the log; () when not taken
 
     @property
     def category(self) -> str:
@@ -61,9 +64,10 @@ class Outcome:
         return self.category != UNKNOWN
 
 
-def outcome_from_report(case: Case, report, seconds: float = 0.0, lines: int = 0) -> Outcome:
+def outcome_from_report(case: Case, report, seconds: float = 0.0, lines: int = 0,
+                        fingerprint: tuple[str, ...] = ()) -> Outcome:
     guesses = tuple(Guess(h.rule.id, h.rule.category, h.confidence) for h in report.hypotheses)
-    return Outcome(case, guesses, seconds, lines)
+    return Outcome(case, guesses, seconds, lines, fingerprint)
 
 
 def rate(part: int, whole: int) -> float | None:
@@ -111,7 +115,13 @@ class Evaluation:
     rule_cases: list[Outcome]
     rule_wrong: list[Outcome]
     timed: list[Outcome]
+    same_log: list[list[tuple[str, str]]] = field(default_factory=list)  # (id, category) groups, one text
     gates: list[Gate] = field(default_factory=list)
+
+    @property
+    def top1_ceiling(self) -> int:
+        """Labelled cases a log-only classifier can get right at best (eval_ambiguity)."""
+        return self.overall.cases - unreachable(self.same_log)
 
     @property
     def passed(self) -> bool:
@@ -173,6 +183,11 @@ class Evaluation:
                 "wrong": [{**_case_json(o), "expected_rule": o.case.expected_rule} for o in self.rule_wrong],
             },
             "misclassified": [{**_case_json(o), "expected": o.case.expected_category} for o in self.misclassified],
+            "same_log": {
+                "groups": [[{"id": i, "expected": c} for i, c in group] for group in self.same_log],
+                "top1_ceiling": self.top1_ceiling,
+                "top1_ceiling_rate": rate(self.top1_ceiling, self.overall.cases),
+            },
             "timing": {
                 "logs": len(self.timed),
                 "median_ms": self.median_ms,
@@ -217,8 +232,10 @@ def evaluate(outcomes: list[Outcome], top1_gate: float = TOP1_GATE) -> Evaluatio
             if outcome.rule_id != case.expected_rule:
                 rule_wrong.append(outcome)
     counts["total"] = len(outcomes)
+    printed = [(o.case.id, o.case.expected_category, o.fingerprint) for o in outcomes
+               if o.case.kind in LABELLED and o.fingerprint]
     result = Evaluation(counts, overall, by_category, confusion, misclassified, negatives, diagnosed,
-                        clean, fired, rule_cases, rule_wrong, list(outcomes))
+                        clean, fired, rule_cases, rule_wrong, list(outcomes), same_log_groups(printed))
     result.gates = gates(result, top1_gate)
     return result
 

@@ -58,6 +58,9 @@ def add_target_options(parser) -> None:
                         "runs the memory probe against it")
     parser.add_argument("--ranks-per-node", type=positive_int, metavar="N",
                         help="ranks loading on one node (default: the world size): runs the memory probe")
+    parser.add_argument("--as-user", metavar="USER",
+                        help="check permissions as the job's user (name, uid or uid:gid; needs root): root itself "
+                        "reads everything")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
 
 
@@ -90,9 +93,17 @@ def context_from(args, log_text: str | None = None):
         target.load_dir, target.sources["load_dir"] = args.ckpt, "--ckpt"
     if args.model_factory and ":" not in args.model_factory:
         raise UsageError(f"--model-factory {args.model_factory}: expected MODULE:FUNCTION, e.g. mymodels:build")
+    who = None
+    if args.as_user:
+        from triage.probe import as_user
+
+        who = as_user.resolve(args.as_user)
+        if not who.is_current and os.geteuid() != 0:
+            raise UsageError(f"--as-user {args.as_user}: only root can check as another user; run ds-triage as "
+                             f"{who.name} instead (sudo -u {who.name} ds-triage ...)")
     return ProbeContext.for_path(args.ckpt, target, deep=args.deep, reproduce=args.reproduce,
                                  model_factory=args.model_factory, host_memory=args.host_memory,
-                                 ranks_per_node=args.ranks_per_node)
+                                 ranks_per_node=args.ranks_per_node, as_user=who)
 
 
 def run(args) -> int:

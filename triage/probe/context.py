@@ -21,13 +21,14 @@ class ProbeContext:
     model_factory: str | None = None  # MODULE:FUNCTION building the model for that load
     host_memory: int | None = None  # bytes the loading node has (--host-memory), when not this host
     ranks_per_node: int | None = None  # ranks loading on one node (--ranks-per-node)
+    as_user: object = None  # triage.probe.as_user.Identity the permission probe checks as (--as-user)
     _meta: dict[str, ShardMeta] = field(default_factory=dict, repr=False)
     _layout: SavedLayout | None = field(default=None, repr=False)
     results: dict = field(default_factory=dict, repr=False)  # name -> ProbeResult of probes already run
 
     @classmethod
     def for_path(cls, path: str, target: Target | None = None, deep: bool = False, **options) -> "ProbeContext":
-        """options: reproduce, model_factory, host_memory, ranks_per_node."""
+        """options: reproduce, model_factory, host_memory, ranks_per_node, as_user."""
         return cls(ckpt=locate(path), target=target or Target(), deep=deep, **options)
 
     @property

@@ -1,9 +1,11 @@
-"""permission: can the current user reach and read everything the load opens?
+"""permission: can the loading user reach and read everything the load opens?
 
 Checks the execute bit of every directory from / down to the tag dir, that the root and the tag
 dir can be listed, and a real read (open + 4 bytes, O_NOATIME where allowed) of `latest` and
-every shard. Each failure names the mode, the owner and who you are. When root is refused, an
+every shard. Each failure names the mode, the owner and who was checked. When root is refused, an
 NFS mount with root_squash is the usual reason (/proc/mounts says whether the path is on NFS).
+The checks run as you, or with --as-user as the job's user (triage/probe/as_user.py): root
+itself ignores permission bits.
 
 Confirmed: a directory cannot be traversed (untraversable) or listed (unlistable), or a file
 cannot be read (unreadable).
@@ -18,6 +20,7 @@ import pwd
 import shlex
 import stat
 
+from triage.probe import as_user
 from triage.probe.context import ProbeContext
 from triage.probe.result import ProbeResult, outcome
 
@@ -31,66 +34,96 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if ckpt.root is None:
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown="no checkpoint to check permissions on", evidence=[], command="")
-    me = _who()
-    evidence: list[str] = []
-    signals: list[str] = []
-    denied_paths: list[str] = []
-
-    def deny(signal: str, path: str, why: str) -> None:
-        signals.append(signal)
-        denied_paths.append(path)
-        evidence.append(f"{path}: {why}; {_mode_owner(path)}; you are {me}")
-
-    # 1. every directory from / down to the tag dir must be traversable (x)
-    chain = _ancestors(ckpt.tag_dir if ckpt.tag_dir and os.path.isdir(ckpt.tag_dir) else ckpt.root)
-    for d in chain:
-        if not os.access(d, os.X_OK):
-            deny("untraversable", d, "no execute (search) permission: nothing below it can be opened")
-            break
-    # 2. the root and the tag dir must be listable (r + x)
-    for d in [ckpt.root] + ([ckpt.tag_dir] if ckpt.tag_dir and os.path.isdir(ckpt.tag_dir) else []):
-        if d in denied_paths:
-            continue
-        try:
-            os.listdir(d)
-        except PermissionError:
-            deny("unlistable", d, "cannot list it (needs read and execute): DeepSpeed's glob for the shards "
-                 "sees no file and reports them as missing")
-        except OSError as exc:
-            evidence.append(f"{d}: cannot list it: {exc.strerror or exc}")
-    # 3. a real read of latest and of every shard the tag dir shows
+    who = ctx.as_user or as_user.current()
+    tag_dir = ckpt.tag_dir if ckpt.tag_dir and os.path.isdir(ckpt.tag_dir) else None
+    chain = _ancestors(tag_dir or ckpt.root)
+    dirs = [ckpt.root] + ([tag_dir] if tag_dir else [])
     files = []
     if ckpt.latest and ckpt.latest.exists:
         files.append(ckpt.latest.path)
     listing = ctx.listing
     if listing and listing.exists and not listing.error:
         files += [os.path.join(listing.path, s.name) for s in listing.shards]
-    unreadable = 0
-    for path in files:
-        problem = _read_test(path)
-        if problem:
-            unreadable += 1
-            deny("unreadable", path, problem)
+    access = as_user.run_as(who, _access_check, chain, dirs, files)
+    if "error" in access:
+        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
+                       unknown=f"could not check as {who.describe()}: {access['error']}", evidence=[],
+                       command=f"namei -l {_q(tag_dir or ckpt.root)}")
+    signals = [signal for signal, _, _ in access["denied"]]
+    denied_paths = [path for _, path, _ in access["denied"]]
+    evidence = [f"{path}: {why}; {_mode_owner(path, who)}; {'you are' if ctx.as_user is None else 'checked as'} "
+                f"{who.describe()}" for _, path, why in access["denied"]] + access["notes"]
     checked = list(SIGNALS)
     context: list[str] = []
-    if signals and os.geteuid() == 0:
+    if signals and who.uid == 0:
         hint = _nfs_hint(ckpt.root)
         evidence.append(hint or "you are root and were still refused: the file system enforces it "
                         "(NFS root_squash, a FUSE mount, or an LSM such as SELinux/AppArmor)")
     if not signals:
-        context.append(f"{len(files)} file(s) read and {len(chain)} directories traversed as {me}")
-        if os.geteuid() == 0:
-            closed = [p for p in files if not os.stat(p).st_mode & stat.S_IROTH]
+        context.append(f"{len(files)} file(s) read and {len(chain)} directories traversed as {who.describe()}")
+        if who.uid == 0:
+            closed = _closed_to_others(chain, dirs, files)
             if closed:
-                context.append(f"note: you are root, so permission bits do not stop you; {len(closed)} file(s) "
-                                f"are not readable by other users (e.g. {os.path.basename(closed[0])}): "
-                                "a job running as another user may be refused")
+                context.append(f"note: you are root, so permission bits do not stop you; {len(closed)} path(s) "
+                               f"are closed to other users (e.g. {closed[0]}): a job running as another user may "
+                               "be refused; --as-user USER checks as that user")
     target = denied_paths[0] if denied_paths else (files[-1] if files else ckpt.root)
-    return outcome(NAME, signals=signals, checked=checked, complete=True,
-                   found="something the load opens is not readable by you",
-                   clear="every directory and shard is reachable and readable",
-                   unknown="", evidence=evidence, context=context, command=f"namei -l {_q(target)}; id",
-                   facts={"unreadable": unreadable})
+    found = "something the load opens is not readable by " + ("you" if ctx.as_user is None else who.name)
+    return outcome(NAME, signals=signals, checked=checked, complete=True, found=found,
+                   clear="every directory and shard is reachable and readable", unknown="", evidence=evidence,
+                   context=context, command=f"namei -l {_q(target)}; id" + (f" {who.name}" if ctx.as_user else ""),
+                   facts={"unreadable": access["unreadable"], "checked_as": who.describe()})
+
+
+def _access_check(chain: list[str], dirs: list[str], files: list[str]) -> dict:
+    """The access checks, as whoever runs them (as_user.run_as may run this in a child that
+    dropped to the job's user): system calls only, JSON-able result."""
+    denied: list[list[str]] = []
+    notes: list[str] = []
+    # 1. every directory from / down to the tag dir must be traversable (x)
+    for d in chain:
+        if not os.access(d, os.X_OK):
+            denied.append(["untraversable", d, "no execute (search) permission: nothing below it can be opened"])
+            break
+    # 2. the root and the tag dir must be listable (r + x)
+    for d in dirs:
+        if any(d == path for _, path, _ in denied):
+            continue
+        try:
+            os.listdir(d)
+        except PermissionError:
+            denied.append(["unlistable", d, "cannot list it (needs read and execute): DeepSpeed's glob for the "
+                           "shards sees no file and reports them as missing"])
+        except OSError as exc:
+            notes.append(f"{d}: cannot list it: {exc.strerror or exc}")
+    # 3. a real read of latest and of every shard the tag dir shows; below a directory already
+    # refused, the file's own mode is beside the point: count it, name the directory once
+    closed = [path + os.sep for signal, path, _ in denied if signal == "untraversable"]
+    unreadable, behind = 0, 0
+    for path in files:
+        problem = _read_test(path)
+        if problem:
+            unreadable += 1
+            if any(path.startswith(d) for d in closed):
+                behind += 1
+            else:
+                denied.append(["unreadable", path, problem])
+    if behind:
+        notes.append(f"{behind} file(s) below {closed[0].rstrip(os.sep)} cannot be opened because of it")
+    return {"denied": denied, "notes": notes, "unreadable": unreadable}
+
+
+def _closed_to_others(chain: list[str], dirs: list[str], files: list[str]) -> list[str]:
+    """Paths whose 'other' bits would stop a user who is neither owner nor in the group."""
+    needs = [(d, stat.S_IXOTH) for d in chain] + [(d, stat.S_IROTH) for d in dirs] + [(f, stat.S_IROTH) for f in files]
+    closed = []
+    for path, bit in needs:
+        try:
+            if not os.stat(path).st_mode & bit and path not in closed:
+                closed.append(path)
+        except OSError:
+            continue
+    return closed
 
 
 def _q(path: str) -> str:
@@ -130,11 +163,6 @@ def _read_test(path: str) -> str | None:
     return None
 
 
-def _who() -> str:
-    uid, gid = os.geteuid(), os.getegid()
-    return f"{_user(uid)} (uid {uid}, gid {gid}, groups {','.join(map(str, os.getgroups())) or 'none'})"
-
-
 def _user(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -149,18 +177,17 @@ def _group(gid: int) -> str:
         return str(gid)
 
 
-def _mode_owner(path: str) -> str:
+def _mode_owner(path: str, who: as_user.Identity) -> str:
     try:
         st = os.lstat(path)
     except OSError as exc:
         return f"cannot stat it ({exc.strerror})"
-    uid, gid = os.geteuid(), os.getegid()
-    if uid == st.st_uid:
-        applies = "the owner bits apply to you"
-    elif st.st_gid == gid or st.st_gid in os.getgroups():
-        applies = "the group bits apply to you"
+    if who.uid == st.st_uid:
+        applies = "the owner bits apply"
+    elif st.st_gid == who.gid or st.st_gid in who.groups:
+        applies = "the group bits apply"
     else:
-        applies = "the 'other' bits apply to you"
+        applies = "the 'other' bits apply"
     return (f"mode {stat.filemode(st.st_mode)} ({oct(stat.S_IMODE(st.st_mode))}), owner "
             f"{_user(st.st_uid)}:{_group(st.st_gid)}, {applies}")
 

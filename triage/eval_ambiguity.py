@@ -1,0 +1,57 @@
+"""Logs that are the same text for different causes: the top-1 ceiling of any log-only classifier.
+
+Two runs with different root causes can print exactly the same thing (a ZeRO-3 checkpoint loaded
+with a stage-2 config and a deleted mp_rank_00_model_states.pt both end in the bare
+check_ckpt_list assertion). Whatever a classifier answers for that text, it is wrong for one of
+them. `fingerprint` reduces a log to what does not change between two runs of the same thing
+(the case's own id, process ids, addresses, timings and the launcher's process bookkeeping
+removed; lines sorted, because ranks interleave at random); `ceiling` counts, for each group of
+labelled cases with the same fingerprint, only the most common label as reachable.
+
+This is a bound from exact sameness only: logs that differ in a line that carries no
+information about the cause (a different world size, say) still count as different, so the
+real ceiling can be lower.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from triage.normalize import normalize
+
+_VOLATILE = (
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),  # object addresses in DeepSpeed's config dump
+    (re.compile(r"\b(pid:? ?|PID |process )\d+"), r"\1?"),
+    (re.compile(r"\b\d+(?:\.\d+)?(?:e-?\d+)? ?(?:s|ms|sec|secs|seconds)\b"), "? s"),
+    (re.compile(r"\b[\w.]+\.py:\d+"), "?.py:?"),  # logger call sites move between releases
+)
+# torchrun's bookkeeping of which process died first and how: a race between ranks, not the fault
+_LAUNCHER = re.compile(
+    r"closing signal|^\s*(exitcode|traceback|time|host|rank|error_file|local_rank)\s+:|failed \(exitcode|"
+    r"Root Cause|^Failures:|<NO_OTHER_FAILURES>|^\s*\[\d+\]:$|^[=-]{10,}$|^\s*$|"
+    r"built successfully|Using .* as PyTorch extensions root")
+
+
+def fingerprint(text: str, case_id: str = "") -> tuple[str, ...]:
+    lines = []
+    for line in normalize(text):
+        t = line.text.replace(case_id, "<case>") if case_id else line.text
+        for pattern, replacement in _VOLATILE:
+            t = pattern.sub(replacement, t)
+        if not _LAUNCHER.search(t):
+            lines.append(t)
+    return tuple(sorted(lines))
+
+
+def same_log_groups(labelled: list[tuple[str, str, tuple[str, ...]]]) -> list[list[tuple[str, str]]]:
+    """Groups of (case id, expected category) whose fingerprints are equal and whose labels differ."""
+    by_print: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    for case_id, category, printed in labelled:
+        by_print.setdefault(printed, []).append((case_id, category))
+    return [group for group in by_print.values() if len({c for _, c in group}) > 1]
+
+
+def unreachable(groups: list[list[tuple[str, str]]]) -> int:
+    """Cases no log-only classifier can get right: in each group all but the most common label."""
+    return sum(len(group) - Counter(c for _, c in group).most_common(1)[0][1] for group in groups)
