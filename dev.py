@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / "bin"
 PY = BIN / "python"
-DEMO_LOG = ROOT / "corpus" / "cases" / "zero3-saved-stage2-load-dp2.log"
+DEMO_LOG = ROOT / "corpus" / "cases" / "job-zero3-train-then-stage2-load.log"
 TORCH = "torch==2.13.0"  # the CPU build; an unpinned torch pulls a multi-GB CUDA build
 DEEPSPEED = "deepspeed==0.19.8"
 

@@ -5,7 +5,8 @@
 
 Each failure and silent case of corpus/manifest.yaml is triaged with its real log against its
 kept checkpoint (the one its command loaded). Prints the score and every miss with the verdict
-it got. Run as root, the permission cases cannot be confirmed (root reads everything).
+it got. Cases whose load ran as another user (setpriv) are triaged with --as-user for that user,
+as an on-call root would; run as anyone else, those are triaged as you.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ def checkpoint_of(case: dict, ckpts: Path) -> Path | None:
     return None
 
 
+def as_user(case: dict) -> list[str]:
+    """The user the case's load ran as (setpriv --reuid), as an on-call root would pass it."""
+    m = re.match(r"setpriv --reuid=(\d+)(?: --regid=(\d+))?", case.get("command", ""))
+    if not m or os.geteuid() != 0:
+        return []
+    return ["--as-user", m.group(1) + (f":{m.group(2)}" if m.group(2) else "")]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckpts", type=Path, default=Path("/tmp/ds-triage-corpus"))
@@ -45,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         ckpt = checkpoint_of(case, args.ckpts)
         if ckpt is None:
             continue
-        out = subprocess.run(TRIAGE + ["--log", str(ROOT / "corpus" / case["log"]), "--ckpt", str(ckpt), "--json"],
-                             capture_output=True, text=True, cwd=ROOT)
+        out = subprocess.run(TRIAGE + ["--log", str(ROOT / "corpus" / case["log"]), "--ckpt", str(ckpt), "--json"]
+                             + as_user(case), capture_output=True, text=True, cwd=ROOT)
         verdict = json.loads(out.stdout)["verdict"] if out.stdout.strip() else {"category": f"error {out.returncode}"}
         tried += 1
         if verdict["category"] == case["expected_category"]:

@@ -106,8 +106,12 @@ def run_scenario(sc, work, base, out, keep):
         if sc.get("user") == "nobody":
             env.update(runner.nobody_env(work))
             faults.make_world_readable(str(root))
-        for pre in sc.get("pre", []):
-            rc = runner.run(runner.build_command(pre, lay, str(ckpt)), {}, root.parent / f"{sc['id']}.pre.log")
+        pre_logs, pre_cmds = [], []
+        for n, pre in enumerate(sc.get("pre", [])):
+            pre_cmd = runner.build_command(pre, lay, str(ckpt))
+            pre_logs.append(root.parent / f"{sc['id']}.pre{n}.log")
+            pre_cmds.append(runner.display(pre_cmd, {}))
+            rc = runner.run(pre_cmd, {}, pre_logs[-1])
             if rc != 0:
                 raise SystemExit(f"{sc['id']}: pre-step {pre} failed with {rc}")
         if sc.get("inject"):
@@ -120,6 +124,9 @@ def run_scenario(sc, work, base, out, keep):
             print(f"  {sc['id']}: healthy run exited {rc}; log kept at {failed}, retrying", file=sys.stderr)
             rc = runner.run(cmd, env, log)
         command = runner.display(cmd, {k: v for k, v in env.items() if k not in ("HOME", "TORCH_EXTENSIONS_DIR")})
+        if sc.get("record_pre"):  # one job script ran them all: its log holds every step's output in order
+            log.write_bytes(b"".join(p.read_bytes() for p in pre_logs) + log.read_bytes())
+            command = "; ".join(pre_cmds + [command])
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     text = log.read_text(errors="replace")

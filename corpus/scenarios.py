@@ -4,8 +4,9 @@ Entry keys: id, kind (failure|silent|negative|clean), category (expected root ca
 (baseline in layouts.py), scenario (prose), fault (what was injected), inject (faults.apply steps,
 paths relative to the DeepSpeed save dir), run (load|base|train|negative|zero_to_fp32|
 ds_to_universal|torch_load|cmd), args (load-time worker overrides, incl. nproc), flags, load_dir
-(relative to the save dir), tag, user ("nobody"), env, pre (runs before the recorded one), what
-(regex choosing the what_happened line), note.
+(relative to the save dir), tag, user ("nobody"), env, pre (runs before the recorded one),
+record_pre (the case log is the pre steps' output followed by the recorded run's, as one job
+script's log would be), what (regex choosing the what_happened line), note.
 """
 from corpus.layouts import LAYOUTS, TAG
 

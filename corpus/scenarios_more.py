@@ -147,6 +147,17 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
     case("zero2-dp1-bf16-saved-fp16-load", "negative", "unknown", "z2-dp1-bf16", lay_text("z2-dp1-bf16"),
          "fp16 enabled at load: the CPU accelerator rejects fp16 in deepspeed.initialize, before any checkpoint IO",
          args={"precision": "fp16"})
+    # ------------------------------------------------------------ one job log: the save and the failing load
+    # A job script that trains and saves, then runs a second step (validation, a resume with another
+    # config), writes both to one log (slurm-%j.out); DeepSpeed's save lines name the files it wrote.
+    case("job-zero3-train-then-stage2-load", "failure", "zero_stage_mismatch", "z3-dp2-fp32",
+         "one job: ZeRO-3 dp 2 training saves, then a step with a stage-2 config loads the checkpoint",
+         "ds_config zero_optimization.stage 3 at save, 2 at load; both steps in one job log",
+         pre=[dict(run="train")], record_pre=True, args={"stage": 2})
+    case("job-zero2-train-then-load-missing-tag", "failure", "missing_file", "z2-dp2-fp32",
+         "one job: ZeRO-2 dp 2 training saves, then a step loads a tag that was never saved",
+         "load_checkpoint(tag='global_step99'); both steps in one job log",
+         pre=[dict(run="train")], record_pre=True, tag="global_step99")
     # ------------------------------------------------------------ memory
     case("big-zero2-load-rlimit-as", "failure", "out_of_memory", "big-z2-dp1-fp32",
          "ZeRO-2 dp 1, 6.3M-param model (~100 MB of checkpoint files)",

@@ -10,7 +10,7 @@ from triage.chat.conversation import Conversation
 from triage.chat.session import Session
 from triage.classifier import classify
 
-ZERO3_LOG = "cases/zero3-saved-stage2-load-dp2.log"
+ZERO3_LOG = "cases/job-zero3-train-then-stage2-load.log"  # its save lines name ZeRO-3 shards: DS-Z001 first
 TP_LOG = "cases/zero_to_fp32-tp2-z1-fp32-unsupported.log"  # its log prints no world size
 
 
@@ -88,12 +88,13 @@ def test_why_fix_rules_runbook_reset(chat, tmp_path):
     assert "No causes yet" in chat.handle("/why").text
     chat.handle(corpus_log(ZERO3_LOG))
     out = chat.handle("/why 1").text
-    assert "line 49: AssertionError" in out and "Not probed yet" in out
+    assert "line 372: AssertionError" in out and "Not probed yet" in out
     assert "1 to 3" in chat.handle("/why 9").text
     out = chat.handle("/fix").text
     assert "Set zero_optimization.stage to 3 in the loading job's ds_config [safe]" in out
     assert "[UNSAFE: the optimizer and scheduler state are dropped" in out
-    assert '$ ds-triage repair config "$CKPT"' in out  # no checkpoint given yet: the variable to export
+    # no checkpoint given: the one the log's save lines name
+    assert "$ ds-triage repair config /tmp/ds-triage-corpus/job-zero3-train-then-stage2-load" in out
     assert "DS-Z001" in chat.handle("/rules zero_stage_mismatch").text
     assert "No category 'nope'" in chat.handle("/rules nope").text
     out = chat.handle("/runbook size mismatch for").text
@@ -179,7 +180,7 @@ def test_export_refuses_to_overwrite_without_a_yes(chat, tmp_path):
     assert "Wrote the incident report" in chat.handle("y").text
     text = report.read_text()
     assert text.startswith("# Incident report: zero_stage_mismatch [DS-Z001] (not confirmed on the checkpoint)")
-    assert ">>49 | [rank1]: AssertionError" in text  # the deciding line, marked, with its number in the log
+    assert ">>372 | [rank0]: AssertionError" in text  # the deciding line, marked, with its number in the log
     assert "| 1 | DS-Z001 " in text and "not probed" in text
     assert "Where is the checkpoint" not in text
 
@@ -189,3 +190,15 @@ def test_unreadable_paste_is_a_message_not_an_exit(chat):
     assert out.startswith("error: the paste does not look like a text log")
     assert chat.session.report is None
 
+
+
+def test_excerpt_shows_every_deciding_line_even_far_apart():
+    from triage.chat.export import MAX_EXCERPT, excerpt
+
+    log = "\n".join(f"line {n}" for n in range(1, 1001))
+    out = excerpt(log, {10, 500, 990})
+    assert [row for row in out if row.startswith(">>")] == [">> 10 | line 10", ">>500 | line 500", ">>990 | line 990"]
+    assert sum(row.strip() == "..." for row in out) == 3  # before the first window and between them
+    assert len([row for row in out if "|" in row]) <= MAX_EXCERPT
+    near = excerpt(log, {100, 103})  # close lines share one window
+    assert sum(row.strip() == "..." for row in near) == 1 and ">>103 | line 103" in near

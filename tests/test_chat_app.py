@@ -19,7 +19,7 @@ from triage.chat.session import Session
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 ENTER, ESC_ENTER, CTRL_C, CTRL_D = "\r", "\x1b\r", "\x03", "\x04"
-TRACE = "cases/zero3-saved-stage2-load-dp2.log"
+TRACE = "cases/job-zero3-train-then-stage2-load.log"  # its save lines name ZeRO-3 shards: DS-Z001 first
 
 
 class Recorder(Conversation):
@@ -51,7 +51,7 @@ def test_a_bracketed_paste_is_one_message_and_gets_the_ranked_causes(rules):
     assert code == 0 and len(chat.messages) == 1
     assert chat.messages[0] == trace.replace("\r\n", "\n")
     assert f"ds-triage> [{len(trace.rstrip(chr(10)).splitlines())} lines pasted:" in out  # echoed as one line
-    assert "1. DS-Z001 zero_stage_mismatch (0.75)" in out
+    assert "1. DS-Z001 zero_stage_mismatch (0.76)" in out
     assert out.rstrip().endswith("(or 'skip')")  # and the next question
 
 
@@ -64,7 +64,7 @@ def test_typed_lines_end_on_an_empty_line_or_esc_enter(rules):
 def test_a_one_line_command_or_answer_ends_with_enter(rules):
     chat, out, _ = drive(rules, PASTE_START + corpus_log(TRACE) + PASTE_END, "skip", ENTER, "/why 1", ENTER, CTRL_D)
     assert chat.messages[1:] == ["skip", "/why 1"]
-    assert "Skipped the checkpoint." in out and "line 49: AssertionError" in out
+    assert "Skipped the checkpoint." in out and "line 372: AssertionError" in out
 
 
 def test_ctrl_c_drops_the_input_and_the_session_goes_on_ctrl_d_leaves(rules):

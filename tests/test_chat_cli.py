@@ -17,7 +17,7 @@ import pytest
 from tests import probe_checkpoints as pc
 from tests.conftest import CORPUS, ROOT
 
-ZERO3_LOG = CORPUS / "cases" / "zero3-saved-stage2-load-dp2.log"
+ZERO3_LOG = CORPUS / "cases" / "job-zero3-train-then-stage2-load.log"  # its save lines name ZeRO-3 shards: DS-Z001 first
 CAUSE = re.compile(r"^\s+\d+\. (DS-[A-Z]\d{3}) (.+?) \(\d\.\d\d\): ", re.M)
 NOT_CHECKPOINT = "not a checkpoint-loading failure"
 
@@ -87,7 +87,7 @@ def test_a_piped_conversation_runs_a_check_and_exports_the_incident(run, tmp_pat
     assert pc.snapshot(ckpt) == before
     text = report.read_text()
     assert text.startswith("# Incident report: zero_stage_mismatch [DS-Z001]\n")
-    assert "**zero_stage_mismatch** (DS-Z001)" in text and ">>49 | [rank1]: AssertionError" in text
+    assert "**zero_stage_mismatch** (DS-Z001)" in text and ">>372 | [rank0]: AssertionError" in text
     assert f"`ls -la {ckpt}/global_step3` (exit status 0):" in text
     assert "| completeness | confirmed |" in text
 
@@ -210,7 +210,7 @@ def test_in_a_real_terminal_a_pasted_trace_and_one_answer_give_the_verdict(tmp_p
         screen = tmux.wait_for("Next: /fix")
         (tmp_path / "screen.txt").write_text(screen)
         assert "\x1b[" not in tmux("capture-pane", "-p", "-e", "-t", "chat")  # NO_COLOR: no colour
-        assert "1. DS-Z001 zero_stage_mismatch (0.75)" in screen
+        assert "1. DS-Z001 zero_stage_mismatch (0.76)" in screen
         assert f"Probed {ckpt} (tag global_step3): saved ZeRO-3, dp 2, no bf16" in screen
         assert "Verdict: zero_stage_mismatch [DS-Z001]" in screen
         assert "confirmed: saved with ZeRO-3, loading with stage 2" in screen

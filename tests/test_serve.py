@@ -90,7 +90,7 @@ def test_fluent_bit_json_lines_batches_assemble_across_batches(server):
     incident = got[0]
     assert errors(STREAM, {k: v for k, v in incident.items() if k != "id"}) == []
     assert incident["stream"]["kubernetes.pod_name"] == "trainer-7"
-    assert incident["classification"]["category"] == "zero_stage_mismatch"
+    assert incident["classification"]["category"] == env.classified_as(FAILURE)
     status, _, listed = server.request("GET", f"/incidents?since={incident['id'] - 1}")
     assert status == 200 and [i["id"] for i in listed["incidents"]] == [incident["id"]]
 
@@ -143,7 +143,7 @@ def test_an_open_incident_is_written_to_stdout_at_shutdown(tmp_path):
     finally:
         code, out, err = server.stop()
     incidents = [json.loads(line) for line in out.splitlines()]
-    assert len(incidents) == 1 and incidents[0]["classification"]["category"] == "zero_stage_mismatch"
+    assert len(incidents) == 1 and incidents[0]["classification"]["category"] == env.classified_as(FAILURE)
     assert code == 0 and "Traceback" not in err
 
 

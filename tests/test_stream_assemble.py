@@ -8,6 +8,7 @@ from triage.stream.pipeline import StreamTriage
 from triage.stream.records import Decoder
 
 ZERO3 = env.case_lines("zero3-saved-stage2-load-dp2")  # rank 1's traceback, rank 0's, torchrun's box
+ZERO3_CATEGORY = env.classified_as("zero3-saved-stage2-load-dp2")
 CHAINED = env.case_lines("ds_to_universal-zero2-dp2-missing-shard")  # "The above exception was the direct cause"
 CHATTER = env.clean_lines("train-long-z2-dp2-fp32")
 
@@ -31,7 +32,7 @@ def text(lines) -> bytes:
 def test_one_job_failure_is_one_incident_closed_by_torchruns_summary(rules):
     (incident,), _ = run(rules, text(ZERO3))
     assert incident["closed_by"] == "summary"
-    assert incident["classification"]["category"] == "zero_stage_mismatch"
+    assert incident["classification"]["category"] == ZERO3_CATEGORY
     chains = incident["classification"]["incident"]["chains"]
     assert any(c["ranks"] == [0, 1] for c in chains)  # both ranks' tracebacks in one incident
 
@@ -120,7 +121,7 @@ def test_one_pod_after_another_evicts_only_finished_incidents(rules):
     streams = [[json.dumps(r) for r in env.fluentbit(ZERO3[26:50], f"trainer-{i}")] for i in range(12)]
     out, triage = run(rules, text([line for s in streams for line in s]), limits=Limits(max_open=4))
     assert len(out) == 12 and triage.summary()["evicted"] == 8  # the stalest go first: those that are done
-    assert all(i["lines"]["count"] == 24 and i["classification"]["category"] == "zero_stage_mismatch" for i in out)
+    assert all(i["lines"]["count"] == 24 and i["classification"]["category"] == ZERO3_CATEGORY for i in out)
 
 
 def test_context_is_per_stream_and_per_run(rules):
@@ -146,7 +147,7 @@ def test_partial_cri_lines_are_joined_before_classifying(rules):
         else:
             raws.append(f"{env.rfc3339(i)} stderr F {line}")
     (incident,), _ = run(rules, text(raws))
-    assert incident["classification"]["category"] == "zero_stage_mismatch"
+    assert incident["classification"]["category"] == ZERO3_CATEGORY
     assert "[rank1]: Traceback (most recent call last):" in incident["excerpt"]["text"]
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from triage.incident import Incident, RaisedException
 from triage.kb.model import Conditions, Rule
 from triage.normalize import Line
+from triage.runs import failing_run_start
 
 MIN_CONFIDENCE = 0.35
 MAX_HYPOTHESES = 5
@@ -62,13 +63,25 @@ class LogView:
         self.exceptions: list[RaisedException] = [e for chain in incident.chains for e in chain.exceptions]
         self.chain_ranks = {id(e): chain.ranks for chain in incident.chains for e in chain.exceptions}
         self._fuzzy: list[tuple[int | None, str]] | None = None
+        self._run_start: int | None = None
 
-    def find_line(self, pattern) -> Line | None:
-        match = pattern.search(self.text)
+    def find_line(self, pattern, run_only: bool = False) -> Line | None:
+        match = pattern.search(self.text, self.run_start if run_only else 0)
         if match is None:
             return None
         index = bisect.bisect_right(self.starts, match.start()) - 1
         return self.lines[index]
+
+    @property
+    def run_start(self) -> int:
+        """Offset in text where the run that failed starts (triage.runs), before the first exception."""
+        if self._run_start is None:
+            first = min((e.log_line for e in self.exceptions if e.log_line), default=None)
+            numbers = [line.no for line in self.lines]
+            index = bisect.bisect_left(numbers, first) if first else len(numbers)
+            end = self.starts[index] if index < len(self.starts) else len(self.text)
+            self._run_start = failing_run_start(self.text, end)
+        return self._run_start
 
     def fuzzy_candidates(self) -> list[tuple[int | None, str]]:
         if self._fuzzy is None:
@@ -176,11 +189,13 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
         found = _exception_evidence(cond, view)
         if found is None:
             return None
-    if cond.line is not None:
-        line = view.find_line(cond.line)
-        if line is None:
-            return None
-        evidence.append(Evidence(line.no, line.text.strip()[:300], f"line matches /{cond.line.pattern}/"))
+    for regex, run_only in ((cond.line, False), (cond.run_line, True)):
+        if regex is not None:
+            line = view.find_line(regex, run_only)
+            if line is None:
+                return None
+            where = "line of the failing run" if run_only else "line"
+            evidence.append(Evidence(line.no, line.text.strip()[:300], f"{where} matches /{regex.pattern}/"))
     evidence.extend(found)
     return evidence
 

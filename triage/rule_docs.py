@@ -137,8 +137,9 @@ def error_index(rules: list[Rule]) -> tuple[dict[str, list[str]], list[tuple[str
                 texts.append("(empty message: a bare assert)" if names == ["AssertionError"] else "(empty message)")
             elif "message" in pattern:
                 texts += readable.texts(pattern["message"], FRAGMENTS_PER_PATTERN)
-            if "line" in pattern:
-                texts += readable.texts(pattern["line"], FRAGMENTS_PER_PATTERN)
+            for key in ("line", "run_line"):
+                if key in pattern:
+                    texts += readable.texts(pattern[key], FRAGMENTS_PER_PATTERN)
             for text in texts:
                 fragments.setdefault((text, rule.id), set()).update(names)
         for phrase in rule.data["signature"].get("phrases", []):

@@ -111,10 +111,11 @@ def symptom(spec: dict) -> list[Span] | None:
         spans.append(", on some ranks only")
     elif spec.get("ranks") == "all":
         spans.append(", on every rank")
-    if "line" in spec:
-        texts = _shortest(readable.texts(spec["line"], limit=6))[:2]
-        if texts:
-            spans += ["; a log line " if spans else "a log line "] + _joined([Code(t) for t in texts], " or ")
+    for key, lead in (("line", "a log line "), ("run_line", "a line of the failing run ")):
+        if key in spec:
+            texts = _shortest(readable.texts(spec[key], limit=6))[:2]
+            if texts:
+                spans += [("; " if spans else "") + lead] + _joined([Code(t) for t in texts], " or ")
     if "exit_code" in spec:
         note = " (SIGKILL, often the OOM killer)" if spec["exit_code"] == -9 else ""
         spans.append(f"{'; ' if spans else ''}a rank or the launcher exits with code {spec['exit_code']}{note}")
@@ -122,7 +123,7 @@ def symptom(spec: dict) -> list[Span] | None:
         spans.append(f"{'; ' if spans else ''}no Python traceback in the log")
     if not spans:
         return None
-    if names and not message and not frames and not ({"line", "exit_code", "no_traceback", "ranks"} & set(spec)):
+    if names and not message and not frames and not ({"line", "run_line", "exit_code", "no_traceback", "ranks"} & set(spec)):
         spans.append(" (any message)")
     return spans
 
@@ -180,6 +181,9 @@ def conditions(spec: dict) -> list[list[Span]]:
                     else "it was raised on every rank the log shows"])
     if "line" in spec:
         out.append(["a log line contains a match for ", Code(spec["line"])])
+    if "run_line" in spec:
+        out.append(["a line of the run that failed (since the last engine or launcher start) contains a match for ",
+                    Code(spec["run_line"])])
     if "exit_code" in spec:
         note = " (SIGKILL, often the OOM killer)" if spec["exit_code"] == -9 else ""
         out.append([f"a rank or the launcher exited with code {spec['exit_code']}{note}"])

@@ -27,14 +27,34 @@ def fence(lines: list[str]) -> list[str]:
 
 
 def excerpt(log: str, marked: set[int]) -> list[str]:
-    """The log lines around the deciding ones, numbered, the deciding ones marked `>>`."""
+    """The log lines around the deciding ones, numbered, the deciding ones marked `>>`.
+
+    Deciding lines can be far apart (a job log's save line and, hundreds of lines on, the
+    traceback): each gets its own window, windows that touch are merged, and `...` stands for
+    the lines between. Past MAX_EXCERPT lines the context shrinks; the deciding lines stay."""
     lines = log.splitlines()
+    marked = {n for n in marked if 1 <= n <= len(lines)}
     if not marked:
         return []
-    start = max(1, min(marked) - CONTEXT_BEFORE)
-    end = min(len(lines), max(marked) + CONTEXT_AFTER, start + MAX_EXCERPT - 1)
-    width = len(str(end))
-    return [f"{'>>' if n in marked else '  '}{n:>{width}} | {lines[n - 1]}" for n in range(start, end + 1)]
+    before, after = CONTEXT_BEFORE, CONTEXT_AFTER
+    while True:
+        spans: list[list[int]] = []
+        for n in sorted(marked):
+            start, end = max(1, n - before), min(len(lines), n + after)
+            if spans and start <= spans[-1][1] + 1:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+        if sum(end - start + 1 for start, end in spans) <= MAX_EXCERPT or before + after == 0:
+            break
+        before, after = max(0, before - 2), max(0, after - 1)
+    width = len(str(spans[-1][1]))
+    out: list[str] = []
+    for start, end in spans:
+        if out or start > 1:
+            out.append(" " * (width + 2) + " ...")
+        out += [f"{'>>' if n in marked else '  '}{n:>{width}} | {lines[n - 1]}" for n in range(start, end + 1)]
+    return out
 
 
 def markdown(session: Session) -> str:

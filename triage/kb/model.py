@@ -27,6 +27,7 @@ class Conditions:
     message: Regex | None = None
     frames: tuple[FrameSpec, ...] = ()
     line: Regex | None = None
+    run_line: Regex | None = None  # like line, in the run that failed only (match.LogView.run_text)
     exit_code: int | None = None
     no_traceback: bool | None = None
     ranks: str | None = None  # "some" | "all": which of the log's ranks raised it
@@ -37,7 +38,7 @@ class Conditions:
 
     @property
     def specificity(self) -> int:
-        return sum(x is not None for x in (self.exception, self.message, self.line, self.exit_code, self.no_traceback, self.ranks)) + len(self.frames)
+        return sum(x is not None for x in (self.exception, self.message, self.line, self.run_line, self.exit_code, self.no_traceback, self.ranks)) + len(self.frames)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,7 @@ def _conditions(spec: dict) -> Conditions:
         message=_re(spec.get("message")),
         frames=tuple(FrameSpec(f.get("file"), _re(f.get("function")), _re(f.get("code"))) for f in frames),
         line=_re(spec.get("line"), re.MULTILINE),  # ^ and $ anchor at each log line
+        run_line=_re(spec.get("run_line"), re.MULTILINE),
         exit_code=spec.get("exit_code"),
         no_traceback=spec.get("no_traceback"),
         ranks=spec.get("ranks"),
@@ -131,8 +133,8 @@ class Regex:
             self._compiled = re.compile(self.pattern, self.flags)
         return self._compiled
 
-    def search(self, text: str):
-        return self._get().search(text)
+    def search(self, text: str, pos: int = 0):
+        return self._get().search(text, pos)
 
     def match(self, text: str):
         return self._get().match(text)

@@ -21,7 +21,7 @@ _WRITES = re.compile(
     r"(?:^|[\s;&|(])(?:rm|mv|cp|chmod|chown|chgrp|dd|truncate|tee|touch|mkdir|rmdir|ln|shred|install|rsync|sed\s+-i|perl\s+-i)\b"
     r"|(?<![0-9&])>(?!&)|\btorch\.save\b|\.unlink\(|open\([^)]*['\"][wa]"
 )
-_CONDITION_REGEX_KEYS = ("exception", "message", "line")
+_CONDITION_REGEX_KEYS = ("exception", "message", "line", "run_line")
 # A reference's `function`: a dotted name (Class.method, function), or an fnmatch glob
 # over one (DeepSpeedZeroOptimizer.*, merge_*_slices, _load_[a-z]*); triage.coverage
 # matches it against the qualified and the bare name of each load-path raise site.

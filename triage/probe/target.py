@@ -87,11 +87,16 @@ def from_args(stage: int | None, world_size: int | None, config_path: str | None
     return target
 
 
-def _from_log(target: Target, text: str) -> None:
+def _from_log(target: Target, whole: str) -> None:
     from triage.probe.log_facts import model_claims, user_config
+    from triage.runs import failing_run_start
 
+    # the failing run's own settings: a job log can hold an earlier run with others
+    start = failing_run_start(whole)
+    skipped, text = whole.count("\n", 0, start), whole[start:]
     if target.config is None:
         config, line = user_config(text)
+        line += skipped
         if config is not None:
             target.config, target.sources["config"] = config, f"the log, line {line}"
             if target.stage is None and config_stage(config) is not None:
@@ -104,7 +109,7 @@ def _from_log(target: Target, text: str) -> None:
         for pattern in patterns:
             m = pattern.search(text)
             if m:
-                line = text.count("\n", 0, m.start()) + 1
+                line = skipped + text.count("\n", 0, m.start()) + 1
                 setattr(target, name, kind(m.group(1)))
                 target.sources[name] = f"the log, line {line}"
                 break

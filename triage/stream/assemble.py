@@ -200,8 +200,9 @@ class Assembler:
             triggered = hint.trigger and self.prefilter.is_trigger(text)
             checks = self.prefilter.context_hits(text, hint) if hint.checks else ()
             run_start = hint.run_start and self.prefilter.is_run_start(text)
-        if run_start:
-            state.context.clear()  # a new launch: the last run's lines are no context for this one
+        if run_start:  # a new launch: the last run's settings (run_line) are not this one's
+            for check in [c for c in state.context if self.prefilter.context[c].run_scoped]:
+                del state.context[check]
         window = state.window
         if window is None and triggered:
             if len(self.open) >= self.limits.max_open:

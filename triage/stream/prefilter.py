@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from triage import torchrun, tracebacks
 from triage.kb.model import Conditions, Regex, Rule
+from triage.normalize import ANSI, strip_prefixes
+from triage.runs import RUN_START_TEXTS
 from triage.stream.literals import encodings, required
 from triage.stream.records import PARTIAL_MARKERS
 
@@ -52,6 +54,7 @@ class ContextCheck:
     regex: Regex
     literals: tuple[Literal, ...]
     used_by: tuple[str, ...]  # "DS-P003 pattern", "DS-R002 boost", ...
+    run_scoped: bool = False  # a run_line: forgotten when a new run starts (a `line` is not)
 
     @property
     def search(self):
@@ -86,10 +89,9 @@ class Hint:
 
 NO_HIT = Hint(False, frozenset())
 
-# A new run starts in a stream (a restarted pod, the next job on a node): what was remembered
-# as context belongs to the last one. DeepSpeed prints these once per launch, before any
-# line a rule reads: deepspeed/comm/comm.py init_distributed, deepspeed/__init__.py initialize.
-RUN_STARTS = (Literal("Initializing TorchBackend in DeepSpeed"), Literal("DeepSpeed info: version="))
+# A new run starts in a stream (a restarted pod, the next step of a job): the settings remembered
+# for run_line conditions belong to the last one (triage/runs.py says where runs start).
+RUN_STARTS = tuple(Literal(text) for text in RUN_START_TEXTS)
 
 
 class UnfilterableRule(ValueError):
@@ -109,20 +111,21 @@ class Prefilter:
     def __init__(self, rules: list[Rule], *, fast: bool = True):
         triggers = parser_triggers()
         checks: dict[tuple[str, int], ContextCheck] = {}
-        for rule, kind, cond in _line_conditions(rules):
-            found = required(cond.line.pattern, cond.line.flags)
+        for rule, kind, cond, regex in _line_conditions(rules):
+            found = required(regex.pattern, regex.flags)
             if found is None:
                 raise UnfilterableRule(
-                    f"{rule.id} {kind}: /{cond.line.pattern}/ has no fixed text of 4+ characters; "
+                    f"{rule.id} {kind}: /{regex.pattern}/ has no fixed text of 4+ characters; "
                     "anchor it on a fixed piece of the message so `ds-triage stream` can prefilter it")
             literals = [Literal(s, found[1]) for s in found[0]]
             if kind == "pattern" and not cond.exception_scoped:
                 triggers.extend(literals)  # the pattern fires on this line alone
                 continue
-            key = (cond.line.pattern, cond.line.flags)
+            scoped = regex is cond.run_line
+            key = (regex.pattern, regex.flags, scoped)
             old = checks.get(key)
             used_by = (old.used_by if old else ()) + (f"{rule.id} {kind}",)
-            checks[key] = ContextCheck(cond.line, tuple(literals), used_by)
+            checks[key] = ContextCheck(regex, tuple(literals), used_by, scoped)
         self.triggers = tuple(sorted(set(triggers), key=lambda lit: lit.text))
         self.context = tuple(checks.values())
         context_literals = {lit for check in self.context for lit in check.literals}
@@ -177,7 +180,7 @@ class Prefilter:
         if hint is not None:
             if len(hint.checks) == 1:  # the common case: one step line, one boost
                 (only,) = hint.checks
-                return [only] if self.context[only].regex.search(text) else []
+                return [only] if self.check_matches(only, text) else []
             candidates = hint.checks
         else:
             candidates = set()
@@ -186,7 +189,14 @@ class Prefilter:
                 found = match.group(0)
                 candidates |= self._checks_of.get(found) or self._checks_of.get(found.lower(), frozenset())
                 match = self._context_text.search(text, match.start() + 1)
+        if not candidates:
+            return []
+        text = _rule_text(text)
         return sorted(i for i in candidates if self.context[i].regex.search(text))
+
+    def check_matches(self, check: int, raw: str) -> bool:
+        """Does context check `check` match this raw line, read as classify reads it?"""
+        return self.context[check].regex.search(_rule_text(raw)) is not None
 
     def grep_pattern(self) -> str:
         """The same literals as one POSIX extended regex, for `grep -E` side by side."""
@@ -269,6 +279,11 @@ def _pattern(lit: Literal) -> str:
     return f"(?i:{escaped})" if lit.ignore_case else escaped
 
 
+def _rule_text(raw: str) -> str:
+    """The line as a rule's `line` regex sees it in classify: rank tags, timestamps, colours gone."""
+    return strip_prefixes(ANSI.sub("", raw) if "\x1b" in raw else raw)[0]
+
+
 def _fold(lit: Literal) -> str:
     return lit.text.lower() if lit.ignore_case else lit.text
 
@@ -279,5 +294,8 @@ def _line_conditions(rules: list[Rule]):
         conditions += [("boost", b.conditions) for b in rule.boosts]
         conditions += [("unless", u) for u in rule.unless]
         for kind, cond in conditions:
-            if cond.line is not None:
-                yield rule, kind, cond
+            # run_line too: a stream forgets its context at each new run (RUN_STARTS), so what
+            # it remembers is the failing run's, as run_line reads it
+            for regex in (cond.line, cond.run_line):
+                if regex is not None:
+                    yield rule, kind, cond, regex

@@ -90,7 +90,6 @@ class Scanner:
 
     def _newest(self, data: bytes, pos: int, stop: int, check: int, forms: list[int]) -> None:
         """Plain lines: the newest line in [pos, stop) that matches the check, found from the end."""
-        regex = self.prefilter.context[check].regex
         limits = {f: stop for f in forms}
         while limits:
             at, form = max((data.rfind(self.forms[f].data, pos, limit), f) for f, limit in limits.items())
@@ -98,7 +97,7 @@ class Scanner:
                 return
             start = data.rfind(b"\n", pos, at) + 1 or pos
             text = self.decoder.plain_text(data[start:data.find(b"\n", at)])
-            if regex.search(text):
+            if self.prefilter.check_matches(check, text):
                 self.assembler.remember_match((), check, self.lines + data.count(b"\n", pos, start) + 1, text)
                 return
             limits[form] = at
