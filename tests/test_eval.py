@@ -306,7 +306,7 @@ def test_no_negative_or_clean_log_is_diagnosed(corpus_outcomes):
 
 # Floors under the measured accuracy, so a rule change that loses cases fails the
 # suite. Raise them when accuracy improves; never lower them to make a change pass.
-TOP1_FLOOR = 0.86
+TOP1_FLOOR = 0.88
 TOP3_FLOOR = 0.93
 
 
@@ -318,10 +318,11 @@ def test_corpus_accuracy_does_not_regress(corpus_outcomes):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 3's target, not met from logs alone: 10 corpus logs (the bare check_ckpt_list assertion "
-    "of a missing file, a missing tag, an unreadable tag dir or a ZeRO stage change; an optimizer "
-    "shard missing on every rank) are textually the same for different causes; the probe layer "
-    "tells them apart. strict: when this passes, drop the mark."))
+    "issue 3's target, not met from logs alone: `ds-triage eval` finds 4 groups of corpus logs that are "
+    "the same text for different causes (ceiling 95/99), and more that differ only in lines that carry "
+    "no information about the cause (the bare check_ckpt_list assertion of a missing file, a missing tag, "
+    "an unreadable tag dir or a ZeRO stage change; an optimizer shard missing on every rank); the probe "
+    "layer tells them apart. strict: when this passes, drop the mark."))
 def test_committed_corpus_meets_the_top1_target(corpus_outcomes):
     result = evaluate(corpus_outcomes)
     data = result.to_json()
