@@ -9,6 +9,7 @@ for _st in (0, 1, 2, 3):
     for _dp in (1, 2):
         LAYOUTS[f"z{_st}-dp{_dp}-fp32"] = dict(stage=_st, dp=_dp, precision="fp32")
     LAYOUTS[f"z{_st}-dp2-bf16"] = dict(stage=_st, dp=2, precision="bf16")
+LAYOUTS["z1-dp1-bf16"] = dict(stage=1, dp=1, precision="bf16")
 LAYOUTS["z2-dp1-bf16"] = dict(stage=2, dp=1, precision="bf16")
 LAYOUTS["z3-dp1-bf16"] = dict(stage=3, dp=1, precision="bf16")
 LAYOUTS["pp2-fp32"] = dict(stage=0, dp=1, pipe=2, precision="fp32")

@@ -71,7 +71,12 @@ for id, lay, f in [("zero2-dp2-optim-shard-deleted", "z2-dp2-fp32", OPT.format(r
                   ("zero1-dp2-bf16-optim-shard-deleted", "z1-dp2-bf16", BOPT.format(r=1)),
                   ("zero2-dp2-model-states-deleted", "z2-dp2-fp32", MS),
                   ("zero3-dp2-model-states-deleted", "z3-dp2-fp32", Z3MS.format(r=1)),
-                  ("zero0-dp1-model-states-deleted", "z0-dp1-fp32", MS)]:
+                  ("zero0-dp1-model-states-deleted", "z0-dp1-fp32", MS),
+                  # the same faults at the other precision and world size: their logs are the same
+                  # text as a ZeRO stage change's (zero3-saved-stage*-bf16, zero0-saved-stage2-load-dp1)
+                  ("zero2-dp2-bf16-model-states-deleted", "z2-dp2-bf16", MS),
+                  ("zero1-dp1-bf16-model-states-deleted", "z1-dp1-bf16", MS),
+                  ("zero2-dp1-optim-shard-deleted", "z2-dp1-fp32", OPT.format(r=0))]:
     case(id, "failure", "missing_file", lay, lay_text(lay), f"deleted {T}/{f}", inject=[("delete", f"{T}/{f}")])
 case("zero2-dp1-latest-deleted", "silent", "missing_file", "z2-dp1-fp32", lay_text("z2-dp1-fp32"),
      "deleted the `latest` file; load_checkpoint(tag=None)", inject=[("delete", "latest")])

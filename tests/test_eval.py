@@ -318,11 +318,10 @@ def test_corpus_accuracy_does_not_regress(corpus_outcomes):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 3's target, not met from logs alone: `ds-triage eval` finds 4 groups of corpus logs that are "
-    "the same text for different causes (ceiling 95/99), and more that differ only in lines that carry "
-    "no information about the cause (the bare check_ckpt_list assertion of a missing file, a missing tag, "
-    "an unreadable tag dir or a ZeRO stage change; an optimizer shard missing on every rank); the probe "
-    "layer tells them apart. strict: when this passes, drop the mark."))
+    "issue 3's target, out of reach from logs alone: `ds-triage eval` finds 7 groups of corpus logs that "
+    "are the same text for different causes, so no log-only classifier gets more than 95 of 102 (93.1%); "
+    "more differ only in lines that say nothing about the cause. The probe layer tells them apart "
+    "(test_corpus_same_log_groups_bound_the_accuracy). strict: when this passes, drop the mark."))
 def test_committed_corpus_meets_the_top1_target(corpus_outcomes):
     result = evaluate(corpus_outcomes)
     data = result.to_json()
@@ -335,5 +334,7 @@ def test_corpus_same_log_groups_bound_the_accuracy(corpus_outcomes):
     data = evaluate(corpus_outcomes).to_json()
     same = data["same_log"]
     assert data["accuracy"]["top1"] <= same["top1_ceiling"] < data["accuracy"]["cases"]
+    # the measured reason issue 3's 95% gate is out of reach for any classifier of the log alone
+    assert same["top1_ceiling_rate"] < TOP1_GATE
     pairs = [{case["id"] for case in group} for group in same["groups"]]
     assert {"zero3-saved-stage2-load-dp2", "zero2-dp2-model-states-deleted"} in pairs
