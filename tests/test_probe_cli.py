@@ -155,7 +155,9 @@ def test_bare_assert_on_a_zero3_checkpoint_with_a_stage2_engine_is_zero_stage_mi
     assert data["verdict"] == {"category": "zero_stage_mismatch", "rule_id": "DS-Z001", "source": "log",
                                "reason": "found: completeness.stage_differs, config.stage_differs"}
     status = {h["rule_id"]: h["status"] for h in data["hypotheses"]}
-    assert status["DS-F001"] == "refuted" and status["DS-A001"] == "refuted"
+    assert status["DS-A001"] == "refuted"
+    # `latest`'s tag is complete, but DeepSpeed printed no tag: a job that passed another one is not ruled out
+    assert status["DS-F001"] == "inconclusive"
     z001 = data["hypotheses"][0]
     assert {p["name"] for p in z001["probe_results"]} >= {"completeness", "config"}
 
@@ -199,3 +201,32 @@ def test_triage_judges_the_level_of_the_dir_the_log_says_was_loaded(cli, tmp_pat
     log.write_text(text.replace("/tmp/ds-triage-corpus/", "/no/such/host/path/"))
     plain = json.loads(cli("triage", "--log", log, "--ckpt", root, "--json").stdout)
     assert next(p for p in plain["probes"] if p["name"] == "path")["signals"] == []
+
+
+def test_a_tag_the_log_does_not_name_leaves_a_missing_file_standing(cli):
+    """load_checkpoint(tag='global_step99') fails on the bare assertion and DeepSpeed prints no tag:
+    `latest`'s tag being complete does not rule out the tag the job really asked for."""
+    case = "job-zero2-train-then-load-missing-tag"
+    _, data = triage(cli, f"{case}.log", case)
+    status = {h["rule_id"]: h["status"] for h in data["hypotheses"]}
+    assert status["DS-F001"] == "inconclusive" and status["DS-Z001"] == "refuted"
+    assert data["hypotheses"][0]["rule_id"] == "DS-F001"  # the report's first standing cause
+    latest = next(p for p in data["probes"] if p["name"] == "latest")
+    assert any("if the job passed load_checkpoint another tag" in line for line in latest["evidence"])
+
+
+def test_the_tag_the_log_shows_the_job_opening_is_the_one_probed(cli):
+    """The log shows the engine opening global_step3's files; `latest` names a complete global_step2."""
+    case = "zero2-dp2-optim-shard-deleted"
+    root = pc.copy_of(case, "latest-elsewhere")
+    healthy = pc.scenario(pc.HEALTHY) / "global_step3"
+    shutil.copytree(healthy, root / "global_step2")
+    (root / "latest").write_text("global_step2")
+    proc = cli("triage", "--log", CASES / f"{case}.log", "--ckpt", root, "--json")
+    data = json.loads(proc.stdout)
+    assert data["checkpoint"]["tag"] == "global_step3" and data["checkpoint"]["tag_source"] == "log"
+    assert data["verdict"]["category"] == "missing_file"
+    assert "completeness.optim_missing" in data["verdict"]["reason"]
+    # without the log the same checkpoint is probed at `latest`'s complete tag
+    probed = json.loads(cli("probe", root, "--json").stdout)
+    assert probed["checkpoint"]["tag"] == "global_step2" and probed["findings"] == []

@@ -101,9 +101,13 @@ def context_from(args, log_text: str | None = None):
         if not who.is_current and os.geteuid() != 0:
             raise UsageError(f"--as-user {args.as_user}: only root can check as another user; run ds-triage as "
                              f"{who.name} instead (sudo -u {who.name} ds-triage ...)")
-    return ProbeContext.for_path(args.ckpt, target, deep=args.deep, reproduce=args.reproduce,
-                                 model_factory=args.model_factory, host_memory=args.host_memory,
-                                 ranks_per_node=args.ranks_per_node, as_user=who)
+    ctx = ProbeContext.for_path(args.ckpt, target, deep=args.deep, reproduce=args.reproduce,
+                                model_factory=args.model_factory, host_memory=args.host_memory,
+                                ranks_per_node=args.ranks_per_node, as_user=who)
+    ckpt = ctx.ckpt
+    if target.load_tag and ckpt.tag_source != "given" and target.load_tag in ckpt.tags:
+        ckpt.tag, ckpt.tag_source = target.load_tag, "log"  # the tag the job really opened
+    return ctx
 
 
 def run(args) -> int:

@@ -134,7 +134,7 @@ class Checkpoint:
     given_kind: str  # root, tag_dir, shard, latest_file, hf_output, missing, not_a_checkpoint
     root: str | None = None
     tag: str | None = None  # the tag the probes look at
-    tag_source: str | None = None  # given, latest, newest
+    tag_source: str | None = None  # given, latest, newest, log (set by cli.probe.context_from)
     latest: Latest | None = None
     tags: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # path -> why it could not be listed

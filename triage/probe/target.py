@@ -21,6 +21,10 @@ LOG_WORLD = (re.compile(r"^\s*world_size \.+ (\d+)\s*$", re.M), re.compile(r"Con
 LOG_OPTIMIZER = (re.compile(r"DeepSpeed Basic Optimizer = ([A-Za-z_][\w.]*)"),)
 # engine.load_checkpoint's warning names the dir it was given: the load dir.
 LOG_LOAD_DIR = (re.compile(r"Unable to find latest file at (\S+)/latest\b"),)
+# The checkpoint engine names each file it opens (0.9+: "[Torch] Loading/Begin Load checkpoint from";
+# before: "rank: N loading checkpoint: "): its directory is the tag the job loaded.
+LOG_LOAD_TAG = (re.compile(r"(?:\[Torch\] (?:Begin Load|Loading) checkpoint from|loading checkpoint:) "
+                           r"\S*?/([^/\s]+)/[\w.-]*_states\.pt"),)
 
 
 @dataclass
@@ -35,6 +39,7 @@ class Target:
     param_groups: int | None = None  # --param-groups N
     model_claims: object = None  # triage.probe.log_facts.ModelClaims: what torch's load error said
     load_dir: str | None = None  # the dir the job passes to load_checkpoint (--load-dir, the log, triage's --ckpt)
+    load_tag: str | None = None  # the tag the job loaded, when the log's checkpoint engine named a file of it
     sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
 
     def describe(self, name: str) -> str:
@@ -103,7 +108,8 @@ def _from_log(target: Target, whole: str) -> None:
                 target.stage, target.sources["stage"] = config_stage(config), f"the log, line {line}"
     target.model_claims = model_claims(text) or None
     for name, patterns, kind in (("stage", LOG_STAGE, int), ("world_size", LOG_WORLD, int),
-                                 ("optimizer", LOG_OPTIMIZER, str), ("load_dir", LOG_LOAD_DIR, str)):
+                                 ("optimizer", LOG_OPTIMIZER, str), ("load_dir", LOG_LOAD_DIR, str),
+                                 ("load_tag", LOG_LOAD_TAG, str)):
         if getattr(target, name) is not None:
             continue
         for pattern in patterns:

@@ -25,7 +25,8 @@ CATEGORIES: dict[str, dict[str, list]] = {
                     "latest.latest_dangling", "completeness.tag_missing", "completeness.tag_empty",
                     "completeness.model_missing", "completeness.optim_missing", "completeness.layer_missing"],
         "refute": [["path.not_found"], ["latest.latest_missing"], ["latest.latest_dangling"],
-                   ["completeness.tag_missing"], ["completeness.model_missing"], ["completeness.optim_missing"]],
+                   ["completeness.tag_missing"], ["completeness.model_missing"], ["completeness.optim_missing"],
+                   ["latest.tag_uncertain"]],  # the tag checked is the one the job loaded
     },
     "partial_checkpoint": {
         "confirm": ["completeness.incomplete_save", "path.no_deepspeed_state", "model.adapter_only"],
@@ -124,7 +125,16 @@ def decide(category: str, rule_id: str | None, results: dict[str, ProbeResult]) 
     if not e["refute"]:
         return Decision(INCONCLUSIVE, "not found; the probes cannot rule this cause out", [])
     open_checks = [" or ".join(check) for check in e["refute"] if not any(a in checked for a in check)]
-    return Decision(INCONCLUSIVE, "not found, but not checked: " + ", ".join(open_checks), [])
+    why = [OPEN_CHECK_NOTES[c] for c in open_checks if c in OPEN_CHECK_NOTES]
+    return Decision(INCONCLUSIVE, "not found, but not checked: " + ", ".join(open_checks)
+                    + "".join(f" ({w})" for w in why), [])
+
+
+# What an unchecked refutation means, where its name does not say it.
+OPEN_CHECK_NOTES = {
+    "latest.tag_uncertain": "DeepSpeed printed no tag: the job may have loaded another tag than the one "
+                            "checked; give CKPT/TAG to check that one",
+}
 
 
 def findings(results: dict[str, ProbeResult]) -> list[str]:

@@ -16,6 +16,11 @@ from triage.probe.result import ProbeResult, outcome
 
 NAME = "latest"
 SIGNALS = ("latest_missing", "latest_dangling")
+# Never found, only checked: clear when the tag probed is known to be the one the job loaded (the
+# path given was the tag dir, or the log's checkpoint engine named a file in it). DeepSpeed prints
+# no tag before it fails to find a file, and a job can pass load_checkpoint(tag=...) another tag
+# than `latest`'s: until then a missing file cannot be ruled out.
+TAG_UNCERTAIN = "tag_uncertain"
 
 
 def probe(ctx: ProbeContext) -> ProbeResult:
@@ -53,6 +58,11 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             context.append(f"`latest` names {text!r}, which exists")
             if text in tags["incomplete"]:
                 context.append(f"{text} looks incomplete by its file names (see completeness)")
+    if ckpt.tag and (ckpt.tag_source == "given" or ctx.target.load_tag == ckpt.tag):
+        checked.append(TAG_UNCERTAIN)
+    elif ckpt.tag:
+        context.append(f"checked tag {ckpt.tag} ({ckpt.tag_source}); if the job passed load_checkpoint another tag, "
+                       f"probe that one: ds-triage probe {ctx.q('TAG')}")
     if ckpt.tags:
         context.append(f"tags complete: {', '.join(tags['complete']) or 'none'}"
                         + (f"; incomplete: {', '.join(tags['incomplete'])}" if tags["incomplete"] else ""))
