@@ -186,3 +186,26 @@ def test_probe_and_safe_reader_import_neither_torch_nor_deepspeed(tmp_path):
     ctx = ProbeContext.for_path(str(root))
     assert checks.run(ctx, ["integrity"])["integrity"].status == "refuted"
     assert isinstance(TensorMeta((1,), "float32", "0"), TensorMeta)
+
+
+FIXTURES = pc.ROOT / "tests" / "fixtures"
+
+
+def test_a_real_shard_pickled_by_python_3_11_2_reads_clean():
+    """Python before 3.11.5 pickles ZeroStageEnum.gradients as getattr(ZeroStageEnum, 'gradients')
+    (fixture: a real DeepSpeed 0.19.8 save on Python 3.11.2, tests/fixtures/save_tiny_zero2.py)."""
+    shard = FIXTURES / "py3.11.2-zero2-optim-states.pt"
+    assert b"getattr" in zipfile.ZipFile(shard).read("zero_pp_rank_0_mp_rank_00_optim_states/data.pkl")
+    meta = read_shard(str(shard))
+    assert meta.error is None and meta.suspicious == []
+    assert meta.zero_stage == 2 and meta.ds_version
+
+
+def test_getattr_outside_an_enum_member_is_suspicious(tmp_path):
+    pickled = (b"(dp0\nVds_version\np1\nV0.19.8\np2\nsVzero_stage\np3\nc__builtin__\ngetattr\np4\n"
+               b"(cposix\nsystem\np5\nV__call__\np6\ntp7\nRp8\ns.")
+    control = pickle.loads(pickled)  # the ordinary unpickler builds the bound method os.system.__call__
+    assert callable(control["zero_stage"])
+    meta = read_shard(str(torch_zip(tmp_path / "zero_pp_rank_0_mp_rank_00_optim_states.pt", pickled)))
+    assert meta.error is None and "posix.system" in meta.suspicious
+    assert any(s.startswith("builtins.getattr(") for s in meta.suspicious)

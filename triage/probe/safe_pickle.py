@@ -128,6 +128,14 @@ class ZeroStage(int):
         pass
 
 
+# Python before 3.11.5 (and 3.12.0) pickles an enum member as getattr(EnumClass, "name"), so a
+# DeepSpeed shard written there holds `builtins.getattr` applied to ZeroStageEnum. Only that
+# pattern is admitted: the class must be an admitted enum stand-in and the name one of its members.
+ENUM_MEMBERS: dict[type, dict[str, int]] = {
+    ZeroStage: {"disabled": 0, "optimizer_states": 1, "gradients": 2, "weights": 3, "max_stage": 3},
+}
+
+
 class _StorageType:
     def __init__(self, dtype: str):
         self.dtype = dtype
@@ -226,10 +234,22 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self.globals_seen.add(key)
         if key in ALLOWED:
             return ALLOWED[key]
+        if key in (("builtins", "getattr"), ("__builtin__", "getattr")):
+            return self._enum_member
         qualname = f"{module}.{name}"
         if qualname not in self.suspicious:
             self.suspicious.append(qualname)
         return _record_class(qualname, Placeholder)
+
+    def _enum_member(self, cls, name, *default):
+        """getattr(cls, name) as an enum member's pickle uses it; anything else is suspicious."""
+        members = ENUM_MEMBERS.get(cls) if isinstance(cls, type) else None
+        if members is not None and isinstance(name, str) and name in members and not default:
+            return cls(members[name])
+        what = f"builtins.getattr({getattr(cls, 'qualname', type(cls).__name__)}, {name!r})"
+        if what not in self.suspicious:
+            self.suspicious.append(what)
+        return Placeholder()
 
     def persistent_load(self, pid):
         if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
