@@ -59,7 +59,7 @@ def main() -> int:
             baseline.append(timed([sys.executable, "-c", "pass"], env))
             cold.append(timed(cli, env))
         os.environ["XDG_CACHE_HOME"] = env["XDG_CACHE_HOME"]
-        from triage.classifier import classify
+        from triage.classify.classifier import classify
         from triage.kb import load_rules
 
         rules = load_rules()

@@ -33,7 +33,7 @@ PODS = [f"trainer-{i}" for i in range(8)]
 
 def incident_cases() -> list[tuple[str, str, str]]:
     """(case id, log text, category classify gives) of every corpus log that is one incident."""
-    from triage.classifier import classify
+    from triage.classify.classifier import classify
     from triage.kb import load_rules
     from triage.stream.emit import is_incident
 

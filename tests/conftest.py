@@ -18,7 +18,7 @@ def rules():
 
 @pytest.fixture(scope="session")
 def corpus_outcomes():
-    """Every committed corpus log classified once per session (triage.evaluate.Outcome)."""
+    """Every committed corpus log classified once per session (triage.eval.evaluate.Outcome)."""
     from tests.session import corpus_outcomes as outcomes
 
     return list(outcomes())

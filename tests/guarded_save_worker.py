@@ -1,4 +1,4 @@
-"""A training script that saves with triage.guarded_save (run under torchrun, as the tests do).
+"""A training script that saves with triage.repair.guarded_save (run under torchrun, as the tests do).
 
 Trains the corpus model 2 steps and saves (global_step2), 2 more and saves again (global_step4).
 --kill makes rank 0 SIGKILL itself during the second save: `ds-save` after DeepSpeed wrote its
@@ -14,7 +14,7 @@ import deepspeed  # noqa: E402
 import torch  # noqa: E402
 
 from corpus.workers.common import TinyNet, batch  # noqa: E402
-from triage import guarded_save  # noqa: E402
+from triage.repair import guarded_save  # noqa: E402
 
 
 def kill_after_first_file(engine):

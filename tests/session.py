@@ -21,7 +21,7 @@ def session_rules():
 @lru_cache(maxsize=None)
 def corpus_outcomes() -> tuple:
     """Every committed corpus case classified once with the session's rules."""
-    from triage.eval_corpus import load_cases, run_cases
+    from triage.eval.corpus import load_cases, run_cases
 
     return tuple(run_cases(CORPUS, load_cases(CORPUS), session_rules()))
 
@@ -29,7 +29,7 @@ def corpus_outcomes() -> tuple:
 @lru_cache(maxsize=None)
 def load_sites() -> tuple:
     """(sites, versions) from the installed deepspeed and torch source."""
-    from triage.docgen import load_sites as read
+    from triage.runbook.docgen import load_sites as read
 
     sites, versions = read()
     return tuple(sites), versions

@@ -21,7 +21,7 @@ def case_lines(name: str) -> list[str]:
 def classified_as(name: str) -> str:
     """The category `classify` gives the whole case log: what a stream's incident must agree with."""
     from tests.session import session_rules
-    from triage.classifier import classify
+    from triage.classify.classifier import classify
 
     category = classify("\n".join(case_lines(name)) + "\n", rules=session_rules()).category
     assert category != "unknown", name  # a failure the rules recognise, or the comparison proves nothing

@@ -8,7 +8,7 @@ from tests.conftest import corpus_log
 from triage.chat import commands, questions, readonly
 from triage.chat.conversation import Conversation
 from triage.chat.session import Session
-from triage.classifier import classify
+from triage.classify.classifier import classify
 
 ZERO3_LOG = "cases/job-zero3-train-then-stage2-load.log"  # its save lines name ZeRO-3 shards: DS-Z001 first
 TP_LOG = "cases/zero_to_fp32-tp2-z1-fp32-unsupported.log"  # its log prints no world size

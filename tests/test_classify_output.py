@@ -13,9 +13,9 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.corpus_cases import manifest
-from triage.classifier import classify
+from triage.classify.classifier import classify
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
-from triage.report import CATEGORY_PHASE, PHASES
+from triage.classify.report import CATEGORY_PHASE, PHASES
 
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "classify.schema.json").read_text())
 CASES = [e for e in manifest() if e["kind"] != "clean"]

@@ -5,10 +5,10 @@ import re
 import pytest
 
 from tests.conftest import ROOT
-from triage import docgen
+from triage.runbook import docgen
 from triage.cli import main
 from triage.kb.index import RuleSet
-from triage.rule_docs import SECTIONS, code, describe_conditions
+from triage.runbook.rule_docs import SECTIONS, code, describe_conditions
 
 DOCS = ROOT / "docs"
 REGENERATE = "docs are stale: run `ds-triage rules docs`"
@@ -105,14 +105,14 @@ def test_cli_writes_then_checks_then_finds_staleness(tmp_path, capsys, monkeypat
 
 
 def test_missing_site_source_is_a_clear_error(monkeypatch, capsys, tmp_path):
-    import triage.sites
+    import triage.kb.sites
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     def not_installed(*args, **kwargs):
         raise ModuleNotFoundError("package 'deepspeed' is not installed")
 
-    monkeypatch.setattr(triage.sites, "load_path_sites", not_installed)
+    monkeypatch.setattr(triage.kb.sites, "load_path_sites", not_installed)
     assert main(["rules", "docs", "--out", str(tmp_path / "docs")]) == 3
     err = capsys.readouterr().err
     assert "package 'deepspeed' is not installed" in err and len(err.strip().splitlines()) == 1

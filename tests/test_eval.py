@@ -12,9 +12,9 @@ import yaml
 from tests.rule_files import valid_rule
 from tests.conftest import CORPUS, ROOT
 from triage.errors import BadInput
-from triage.eval_corpus import load_cases, run_cases
-from triage.eval_render import render
-from triage.evaluate import TOP1_GATE, Case, Guess, Outcome, evaluate
+from triage.eval.corpus import load_cases, run_cases
+from triage.eval.render import render
+from triage.eval.evaluate import TOP1_GATE, Case, Guess, Outcome, evaluate
 
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "eval.schema.json").read_text())
 

@@ -1,8 +1,8 @@
 """Same log, different cause: the fingerprint on real corpus logs, the ceiling it implies."""
 
 from tests.conftest import CORPUS
-from triage.eval_ambiguity import fingerprint, same_log_groups, unreachable
-from triage.evaluate import Case, Guess, Outcome, evaluate
+from triage.eval.ambiguity import fingerprint, same_log_groups, unreachable
+from triage.eval.evaluate import Case, Guess, Outcome, evaluate
 
 
 def printed(case_id: str) -> tuple[str, ...]:

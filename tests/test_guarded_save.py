@@ -1,4 +1,4 @@
-"""triage.guarded_save: a real training job (tests/guarded_save_worker.py under torchrun) killed
+"""triage.repair.guarded_save: a real training job (tests/guarded_save_worker.py under torchrun) killed
 with SIGKILL in the middle of a save leaves `latest` on the previous good tag, which loads with
 real DeepSpeed and verifies against its manifest."""
 
@@ -13,7 +13,7 @@ import pytest
 from tests import probe_checkpoints as pc
 from tests.conftest import ROOT
 from tests.repair_support import ext_env, load
-from triage.guarded_save import STAGING, GuardedSaveError, publish
+from triage.repair.guarded_save import STAGING, GuardedSaveError, publish
 from triage.manifest import MANIFEST_NAME
 
 pytestmark = pytest.mark.slow

@@ -5,8 +5,8 @@ import pytest
 
 from tests.conftest import CORPUS
 from triage.kb.model import compile_rule
-from triage.match import LogView, holds
-from triage.parse import parse
+from triage.classify.match import LogView, holds
+from triage.logs.parse import parse
 
 SHARD_MISSING = {"exception": "FileNotFoundError", "message": r"zero_pp_rank_\d+_mp_rank_\d+_optim_states\.pt"}
 

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from triage.inputs import decode_log
-from triage.normalize import normalize, strip_prefixes
-from triage.parse import parse
+from triage.logs.inputs import decode_log
+from triage.logs.normalize import normalize, strip_prefixes
+from triage.logs.parse import parse
 from tests.corpus_cases import failure_logs
 
 

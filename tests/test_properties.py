@@ -5,10 +5,10 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triage.classifier import classify
-from triage.inputs import decode_log
+from triage.classify.classifier import classify
+from triage.logs.inputs import decode_log
 from triage.errors import BadInput
-from triage.parse import parse
+from triage.logs.parse import parse
 
 # Fragments of the structures the parser keys on, so random text reaches the
 # interesting states (half a traceback, a chain marker with nothing after it).

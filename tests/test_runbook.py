@@ -9,13 +9,14 @@ import jsonschema
 import pytest
 
 from tests.conftest import ROOT
-from triage import readable, runbook
+from triage.kb import readable
+from triage.runbook import search as runbook
 from triage.cli import main
-from triage.docgen import rule_sources
-from triage.rule_docs import rule_page
-from triage.runbook_render import render_page
-from triage.example_lines import example_error
-from triage.sections import TERMINAL_SECTIONS
+from triage.runbook.docgen import rule_sources
+from triage.runbook.rule_docs import rule_page
+from triage.runbook.render import render_page
+from triage.classify.example_lines import example_error
+from triage.runbook.sections import TERMINAL_SECTIONS
 
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "runbook.schema.json").read_text())
 

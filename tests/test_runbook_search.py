@@ -23,7 +23,7 @@ The expectations come from reading the rules, not from running the search:
 
 import pytest
 
-from triage import runbook
+from triage.runbook import search as runbook
 
 # query, what must come first (a rule id, or category:NAME), rules that must be in the top 5
 QUERIES = [

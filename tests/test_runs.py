@@ -3,7 +3,7 @@ then a step with a stage-2 config that failed to load it."""
 
 from tests.conftest import CORPUS
 from triage.probe.target import from_args
-from triage.runs import failing_run_start
+from triage.logs.runs import failing_run_start
 
 JOB = (CORPUS / "cases" / "job-zero3-train-then-stage2-load.log").read_text(encoding="utf-8")
 

@@ -1,4 +1,4 @@
-"""docs/reference/: the JSON output schemas rendered as pages (triage/schema_docs.py, via `ds-triage rules docs`).
+"""docs/reference/: the JSON output schemas rendered as pages (triage/runbook/schema_docs.py, via `ds-triage rules docs`).
 
 Freshness against disk is tests/test_docs.py's (the pages are part of `docgen.generate`); the
 site build with its link and anchor checks is tests/test_site.py's.
@@ -9,8 +9,8 @@ import re
 import pytest
 
 from tests.conftest import ROOT
-from triage import docgen
-from triage.schema_docs import reference_pages, rows, schema_page
+from triage.runbook import docgen
+from triage.runbook.schema_docs import reference_pages, rows, schema_page
 
 SCHEMAS = ROOT / "docs" / "schemas"
 LINK = re.compile(r"\]\(([\w-]+\.md)?(?:#([\w-]+))?\)")

@@ -4,20 +4,28 @@ Strict: a broken link, a missing anchor or a page named in the nav that does not
 the build. mkdocs is a test dependency (pyproject.toml's `test` extra), never skipped.
 """
 
+import re
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import ROOT
 
 
-def test_mkdocs_build_strict(tmp_path):
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("site")
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
          "--site-dir", str(site)],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return site
+
+
+def test_mkdocs_build_strict(site):
     for page in ("index.html", "guide/index.html", "architecture/index.html", "exit-codes/index.html",
                  "rules/index.html", "rules/errors/index.html", "rules/DS-Z001/index.html", "load-sites/index.html",
                  "reference/index.html", "reference/stream/index.html"):
@@ -30,3 +38,18 @@ def test_mkdocs_build_strict(tmp_path):
     # The schema pages link each other's sections and the schema files they are generated from.
     verify = (site / "reference" / "verify" / "index.html").read_text()
     assert 'href="../probe/#checkpoint"' in verify and 'href="../../schemas/verify.schema.json"' in verify
+
+
+def test_architecture_diagram_is_mermaid_naming_real_packages(site):
+    """The flow diagram is a Mermaid block (drawn by GitHub and by the site's mermaid.js) whose
+    boxes name packages that exist, so a move that renames one leaves the picture wrong loudly."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = re.search(r"```mermaid\n(.*?)```", text, re.S)
+    assert block, "docs/architecture.md has no mermaid block"
+    named = set(re.findall(r"triage/(\w+)", block.group(1)))
+    assert {"logs", "classify", "kb", "probe", "repair"} <= named
+    for package in named:
+        assert (ROOT / "triage" / package / "__init__.py").is_file(), package
+    page = (site / "architecture" / "index.html").read_text()
+    assert '<pre class="mermaid"><code>flowchart TD' in page
+    assert "js/mermaid-init.js" in page and (site / "js" / "mermaid-init.js").is_file()

@@ -1,13 +1,13 @@
-"""Which rules cover which raise sites on the checkpoint load path (triage.coverage)."""
+"""Which rules cover which raise sites on the checkpoint load path (triage.kb.coverage)."""
 
 import pytest
 
 from tests.rule_files import rules_dir, valid_rule
-from triage.coverage import coverage, describe_site, function_matches, per_file, reference_covers, uncovered_by_file
+from triage.kb.coverage import coverage, describe_site, function_matches, per_file, reference_covers, uncovered_by_file
 from triage.errors import BadRules
 from triage.kb import load_rules
 from triage.kb.model import compile_rule
-from triage.sites import Site
+from triage.kb.sites import Site
 
 
 def site(file="runtime/zero/stage_1_and_2.py", function="DeepSpeedZeroOptimizer.load_state_dict", package="deepspeed", line=10):

@@ -1,4 +1,4 @@
-"""Tests for triage.sites against the real installed deepspeed/torch source (no mocks)."""
+"""Tests for triage.kb.sites against the real installed deepspeed/torch source (no mocks)."""
 import ast
 import os
 import re
@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import pytest
 
-from triage import sites as S
+from triage.kb import sites as S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -165,7 +165,7 @@ def test_every_scope_names_real_functions(package, glob, regex):
 def test_explicit_paths_match_default_and_no_heavy_imports():
     r = roots()
     assert tuple(S.load_path_sites(r["deepspeed"], r["torch"])) == all_sites()
-    code = ("import sys, triage.sites as s; s.load_path_sites(); "
+    code = ("import sys, triage.kb.sites as s; s.load_path_sites(); "
             "assert 'torch' not in sys.modules and 'deepspeed' not in sys.modules, 'imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
@@ -180,7 +180,7 @@ def test_main_prints_table(capsys):
 def test_a_raise_its_own_try_catches_is_not_a_site(tmp_path):
     import textwrap
 
-    from triage.sites import _scan_file
+    from triage.kb.sites import _scan_file
 
     (tmp_path / "mod.py").write_text(textwrap.dedent("""\
         def load(f):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import stream_envelopes as env
-from triage.classifier import classify
+from triage.classify.classifier import classify
 from triage.kb.examples import iter_examples
 from triage.stream.emit import is_incident
 from triage.stream.pipeline import StreamTriage

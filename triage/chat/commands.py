@@ -146,7 +146,7 @@ def _set(conv, arg: str) -> Reply:
 
 @command("/rules", "/rules [CATEGORY]", "List the failures ds-triage knows (or one category's).")
 def _rules(conv, arg: str) -> Reply:
-    from triage.runbook_render import render_list
+    from triage.runbook.render import render_list
 
     rules = [r for r in conv.session.rules.rules if not arg or r.category == arg.strip()]
     if not rules:

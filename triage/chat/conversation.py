@@ -19,8 +19,8 @@ from triage.chat import commands, questions, replies
 from triage.chat.reply import NUMBER, PATH, YES_NO, Ask, Reply, reply
 from triage.chat.session import LABELS, CommandRun, Session
 from triage.errors import TriageError
-from triage.inputs import decode_log
-from triage.render import Style
+from triage.logs.inputs import decode_log
+from triage.classify.render import Style
 
 YES = ("y", "yes", "ok", "sure", "go", "yes please")
 NO = ("n", "no", "nope", "not now", "cancel", "skip")

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from triage.render import Style
+from triage.classify.render import Style
 
 WIDTH = 100
 
 
 def runbook_page(rules, query: str, style: Style) -> str:
-    from triage import runbook
-    from triage.docgen import rule_sources
-    from triage.example_lines import example_error
-    from triage.runbook_render import render_others, render_page
+    from triage.runbook.search import build_index, search
+    from triage.runbook.docgen import rule_sources
+    from triage.classify.example_lines import example_error
+    from triage.runbook.render import render_others, render_page
 
-    found = runbook.search(runbook.build_index(rules.rules), query)
+    found = search(build_index(rules.rules), query)
     out = []
     if found.best is not None:
         rule = found.best.rule

@@ -12,7 +12,7 @@ from typing import Callable
 
 from triage.chat import commands
 from triage.chat.conversation import Conversation
-from triage.inputs import LogText, decode_log
+from triage.logs.inputs import LogText, decode_log
 
 
 def run_plain(conversation: Conversation, data: bytes, write: Callable[[str], None]) -> int:

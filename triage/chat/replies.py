@@ -12,7 +12,7 @@ import shlex
 from triage.chat import readonly
 from triage.chat.session import FACTS, LABELS, Session
 from triage.probe import CONFIRMED, INCONCLUSIVE, REFUTED
-from triage.render import Style
+from triage.classify.render import Style
 
 MAX_EVIDENCE = 6
 STATUS = {CONFIRMED: ("confirmed", "1;31"), REFUTED: ("ruled out", "32"), INCONCLUSIVE: ("open", "33")}
@@ -20,7 +20,7 @@ STATUS = {CONFIRMED: ("confirmed", "1;31"), REFUTED: ("ruled out", "32"), INCONC
 
 def error_line(session: Session) -> str | None:
     """The same `error:` line `classify` prints (the exception, where, which ranks)."""
-    from triage.render import render_report
+    from triage.classify.render import render_report
 
     first = render_report(session.report).splitlines()[0]
     return first if first.startswith("error:") else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from triage.inputs import LogText
+from triage.logs.inputs import LogText
 from triage.kb import RuleSet
 
 FACTS = ("ckpt", "config", "stage", "world_size")
@@ -41,7 +41,7 @@ class Session:
     log: str = ""
     truncated: bool = False
     decode_errors: int = 0
-    report: object = None  # triage.report.Report of the log so far
+    report: object = None  # triage.classify.report.Report of the log so far
     facts: dict = field(default_factory=dict)  # name -> value
     sources: dict = field(default_factory=dict)  # name -> "--ckpt", "you", ...
     skipped: set = field(default_factory=set)  # facts the user chose not to give
@@ -62,7 +62,7 @@ class Session:
 
     def add_log(self, log: LogText) -> None:
         """Append a paste to the incident's log and classify the whole of it again."""
-        from triage.classifier import classify
+        from triage.classify.classifier import classify
 
         self.log = f"{self.log}\n{log.text}" if self.log else log.text
         self.truncated |= log.truncated

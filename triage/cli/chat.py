@@ -32,7 +32,7 @@ def run(args) -> int:
     from triage.chat.conversation import Conversation
     from triage.chat.session import Session
     from triage.kb import load_rules
-    from triage.render import Style
+    from triage.classify.render import Style
 
     given = {"ckpt": args.ckpt, "config": args.config, "stage": args.stage, "world_size": args.world_size}
     if args.ckpt:

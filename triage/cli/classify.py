@@ -26,10 +26,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from triage.classifier import classify
-    from triage.inputs import read_log
+    from triage.classify.classifier import classify
+    from triage.logs.inputs import read_log
     from triage.kb import load_rules
-    from triage.render import Style, render_report
+    from triage.classify.render import Style, render_report
 
     source = log_source(args.log, "ds-triage classify - < job.log")
     log = read_log(source)

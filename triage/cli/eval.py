@@ -23,9 +23,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from triage.eval_corpus import load_cases, run_cases
-    from triage.eval_render import render
-    from triage.evaluate import evaluate
+    from triage.eval.corpus import load_cases, run_cases
+    from triage.eval.render import render
+    from triage.eval.evaluate import evaluate
     from triage.kb import load_rules
     from triage.kb.index import REPO_ROOT
 

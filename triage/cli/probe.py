@@ -113,7 +113,7 @@ def context_from(args, log_text: str | None = None):
 def run(args) -> int:
     from triage.probe.render import render_probe
     from triage.probe.report import probe_all
-    from triage.render import Style
+    from triage.classify.render import Style
 
     ctx = context_from(args)
     asked = ("memory",) if args.host_memory or args.ranks_per_node else ()

@@ -45,7 +45,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from triage.render import Style
+    from triage.classify.render import Style
     from triage.repair.apply import Outcome, apply, make_plan
     from triage.repair.plan import Options
     from triage.repair.render import render

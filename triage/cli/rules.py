@@ -53,7 +53,7 @@ def run_list(args) -> int:
 
 
 def run_docs(args) -> int:
-    from triage import docgen
+    from triage.runbook import docgen
     from triage.kb import load_rules
 
     rules = load_rules(args.rules)

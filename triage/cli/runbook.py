@@ -26,12 +26,12 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from triage import runbook
-    from triage.docgen import rule_sources
+    from triage.runbook.search import build_index, search
+    from triage.runbook.docgen import rule_sources
     from triage.kb import load_rules
-    from triage.render import Style
-    from triage.runbook_render import page_json, render_list, render_others, render_page, to_json
-    from triage.example_lines import example_error
+    from triage.classify.render import Style
+    from triage.runbook.render import page_json, render_list, render_others, render_page, to_json
+    from triage.classify.example_lines import example_error
 
     query = " ".join(args.query).strip()
     if args.list and query:
@@ -46,7 +46,7 @@ def run(args) -> int:
             sys.stdout.write(render_list(rules.rules))
         return EXIT_FOUND
 
-    found = runbook.search(runbook.build_index(rules.rules), query)
+    found = search(build_index(rules.rules), query)
     best = found.best
     root = rules.directory.resolve().parent
     source = example = None

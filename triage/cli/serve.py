@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from functools import partial
 
-    from triage.classifier import classify
+    from triage.classify.classifier import classify
     from triage.cli.stream import _write_line, build
     from triage.kb import load_rules
     from triage.stream.http import Server

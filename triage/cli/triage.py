@@ -27,12 +27,12 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from triage.classifier import classify
-    from triage.inputs import read_log
+    from triage.classify.classifier import classify
+    from triage.logs.inputs import read_log
     from triage.kb import load_rules
     from triage.probe.render import render_triage
     from triage.probe.report import triage
-    from triage.render import Style
+    from triage.classify.render import Style
 
     log = read_log(args.log)
     ctx = context_from(args, log.text)

@@ -47,7 +47,7 @@ def render(report) -> str:
 
 
 def run(args) -> int:
-    from triage.verify import verify
+    from triage.repair.verify import verify
 
     report = verify(args.ckpt, args.manifest, deep=args.deep, hashed=not args.sizes_only)
     emit(args.json, report.to_json, lambda: render(report))

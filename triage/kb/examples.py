@@ -38,7 +38,7 @@ def iter_examples(rules: RuleSet) -> list[Example]:
 
 def example_failure(example: Example, rules: RuleSet) -> str | None:
     """Why the example does not behave as its `expect` says, or None."""
-    from triage.classifier import classify
+    from triage.classify.classifier import classify
 
     report = classify(example.text, rules=rules)
     ranked = [h.rule.id for h in report.hypotheses]

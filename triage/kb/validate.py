@@ -23,7 +23,7 @@ _WRITES = re.compile(
 )
 _CONDITION_REGEX_KEYS = ("exception", "message", "line", "run_line")
 # A reference's `function`: a dotted name (Class.method, function), or an fnmatch glob
-# over one (DeepSpeedZeroOptimizer.*, merge_*_slices, _load_[a-z]*); triage.coverage
+# over one (DeepSpeedZeroOptimizer.*, merge_*_slices, _load_[a-z]*); triage.kb.coverage
 # matches it against the qualified and the bare name of each load-path raise site.
 _FUNCTION_REF = re.compile(r"[A-Za-z_*?\[][A-Za-z0-9_.*?\[\]!-]*")
 

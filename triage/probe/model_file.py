@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from triage.errors import BadInput
-from triage.inputs import json_object
+from triage.logs.inputs import json_object
 from triage.probe.safe_pickle import ShardMeta, TensorMeta, read_pickle, tensor_shapes
 
 MAX_TEXT_BYTES = 64 * 1024 * 1024

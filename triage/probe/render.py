@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from triage.probe.report import ProbeReport, TriageReport
 from triage.probe.result import CONFIRMED, INCONCLUSIVE, REFUTED
-from triage.render import Style
+from triage.classify.render import Style
 
 STATUS_STYLE = {CONFIRMED: ("CONFIRMED", "1;31"), REFUTED: ("refuted", "32"), INCONCLUSIVE: ("inconclusive", "33")}
 
@@ -79,7 +79,7 @@ def render_probe(report: ProbeReport, style: Style | None = None) -> str:
 def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     style = style or Style(False)
     out = []
-    primary = triage.report.incident.primary
+    primary = triage.classify.report.incident.primary
     if primary is not None:
         head = primary.message.splitlines()[0][:160] if primary.message else ""
         out.append(f"error: {primary.type}{': ' + head if head else ''}")

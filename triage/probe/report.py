@@ -65,14 +65,14 @@ def probe_all(ctx: ProbeContext, also: tuple[str, ...] = ()) -> ProbeReport:
 
 @dataclass
 class Probed:
-    hypothesis: object  # triage.match.Hypothesis
+    hypothesis: object  # triage.classify.match.Hypothesis
     decision: verdict.Decision
     probe_names: list[str]
 
 
 @dataclass
 class TriageReport:
-    report: object  # triage.report.Report (the classification)
+    report: object  # triage.classify.report.Report (the classification)
     probe: ProbeReport
     probed: list[Probed]  # re-ranked: confirmed, then inconclusive, then refuted
 

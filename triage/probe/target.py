@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from triage.errors import BadInput
-from triage.inputs import json_object, read_file
+from triage.logs.inputs import json_object, read_file
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
@@ -94,7 +94,7 @@ def from_args(stage: int | None, world_size: int | None, config_path: str | None
 
 def _from_log(target: Target, whole: str) -> None:
     from triage.probe.log_facts import model_claims, user_config
-    from triage.runs import failing_run_start
+    from triage.logs.runs import failing_run_start
 
     # the failing run's own settings: a job log can hold an earlier run with others
     start = failing_run_start(whole)

@@ -17,6 +17,10 @@ do the conversions (deepspeed.utils.zero_to_fp32, deepspeed.checkpoint.ds_to_uni
 the installed modules in a subprocess, never the copies DeepSpeed puts into a checkpoint.
 This package imports neither torch nor deepspeed; only triage/repair/load_check.py (the
 subprocess worker) does.
+
+After a save rather than a failure: `verify` gates a checkpoint on the probes and its manifest
+(`ds-triage verify`), and `guarded_save.save_checkpoint_safely(engine, save_dir)` saves,
+verifies and writes the manifest before it moves `latest` (called from a training script).
 """
 
 # `ds-triage repair` exit codes (docs/exit-codes.md); here so the CLI needs no heavier import.

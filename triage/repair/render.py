@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from triage.render import Style
+from triage.classify.render import Style
 from triage.repair import registry
 from triage.repair.apply import Outcome
 

@@ -23,10 +23,10 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from triage.normalize import strip_prefixes
+from triage.logs.normalize import strip_prefixes
 from triage.stream.prefilter import Hint, Prefilter
 from triage.stream.records import Key, Record
-from triage.torchrun import _ROOT as TORCHRUN_ROOT
+from triage.logs.torchrun import _ROOT as TORCHRUN_ROOT
 
 CONTEXT_LINE = 1024  # characters kept of a remembered context line
 # A traceback's frames and a long message's indented lines ("\tsize mismatch for ...") hold

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from triage.report import Report
-from triage.tracebacks import TRACEBACK
+from triage.classify.report import Report
+from triage.logs.tracebacks import TRACEBACK
 from triage.stream.assemble import Window
 from triage.stream.records import time_text
 

@@ -128,7 +128,7 @@ class Handler(BaseHTTPRequestHandler):
             data = value["log"].encode("utf-8")
         elif kind not in TEXT_TYPES:
             raise self._unsupported(kind)
-        from triage.inputs import decode_log
+        from triage.logs.inputs import decode_log
 
         try:
             log = decode_log(data, "the request body")

@@ -17,7 +17,7 @@ from triage.stream.scan import Scanner
 class StreamTriage:
     def __init__(self, rules: RuleSet, write: Callable[[dict], None], *, decoder: Decoder | None = None,
                  limits: Limits | None = None, decode_all: bool = False, prefilter: Prefilter | None = None):
-        from triage.classifier import classify
+        from triage.classify.classifier import classify
 
         self.write = write
         self.decoder = decoder or Decoder()

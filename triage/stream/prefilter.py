@@ -24,10 +24,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from triage import torchrun, tracebacks
+from triage.logs import torchrun, tracebacks
 from triage.kb.model import Conditions, Regex, Rule
-from triage.normalize import ANSI, strip_prefixes
-from triage.runs import RUN_START_TEXTS
+from triage.logs.normalize import ANSI, strip_prefixes
+from triage.logs.runs import RUN_START_TEXTS
 from triage.stream.literals import encodings, required
 from triage.stream.records import PARTIAL_MARKERS
 
@@ -90,7 +90,7 @@ class Hint:
 NO_HIT = Hint(False, frozenset())
 
 # A new run starts in a stream (a restarted pod, the next step of a job): the settings remembered
-# for run_line conditions belong to the last one (triage/runs.py says where runs start).
+# for run_line conditions belong to the last one (triage/logs/runs.py says where runs start).
 RUN_STARTS = tuple(Literal(text) for text in RUN_START_TEXTS)
 
 

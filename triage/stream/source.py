@@ -7,7 +7,7 @@ import select
 import time
 
 from triage.errors import BadInput
-from triage.inputs import open_file
+from triage.logs.inputs import open_file
 from triage.stream.pipeline import StreamTriage
 
 CHUNK = 4 << 20  # bytes per read: large enough that per-call costs vanish

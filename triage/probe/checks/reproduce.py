@@ -91,7 +91,7 @@ def _config(ctx: ProbeContext, layout, world: int) -> tuple[dict | None, str]:
 def _classified(text: str):
     if not text.strip():
         return None
-    from triage.classifier import classify
+    from triage.classify.classifier import classify
     from triage.kb import load_rules
 
     return classify(text, rules=load_rules())

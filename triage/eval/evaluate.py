@@ -3,7 +3,7 @@
 `evaluate(outcomes)` takes one `Outcome` per classified log (the manifest case and what
 the classifier ranked) and returns an `Evaluation` whose `to_json()` is the stable object
 of `ds-triage eval --json` (docs/schemas/eval.schema.json). Nothing here reads files or
-classifies; `triage.eval_corpus` does that.
+classifies; `triage.eval.corpus` does that.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from triage.eval_ambiguity import same_log_groups, unreachable
+from triage.eval.ambiguity import same_log_groups, unreachable
 
 SCHEMA_VERSION = 1
 KINDS = ("failure", "silent", "negative", "clean")
@@ -45,7 +45,7 @@ class Outcome:
     guesses: tuple[Guess, ...]  # ranked, best first; empty when no rule fired
     seconds: float = 0.0  # time spent in classify()
     lines: int = 0  # lines in the log
-    fingerprint: tuple[str, ...] = ()  # triage.eval_ambiguity.fingerprint of the log; () when not taken
+    fingerprint: tuple[str, ...] = ()  # triage.eval.ambiguity.fingerprint of the log; () when not taken
 
     @property
     def category(self) -> str:

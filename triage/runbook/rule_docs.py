@@ -1,6 +1,6 @@
 """Markdown pages for the rules, rendered from the validated rule data (never by hand).
 
-`rule_page(rule, ...)` is one docs/rules/<ID>.md: the sections of `triage.sections.page`
+`rule_page(rule, ...)` is one docs/rules/<ID>.md: the sections of `triage.runbook.sections.page`
 (the same content `ds-triage runbook` shows on the terminal) in `SECTIONS` order.
 `index_page(rules)` is docs/rules/index.md (by category) and `errors_page(rules)`
 docs/rules/errors.md (by exception type and message text). Output depends only on the
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from triage import readable
+from triage.kb import readable
 from triage.kb.model import Rule
-from triage.sections import (DOCS_SECTIONS, Code, CodeBlock, Example, Items, Link, Para, Strong, conditions,
+from triage.runbook.sections import (DOCS_SECTIONS, Code, CodeBlock, Example, Items, Link, Para, Strong, conditions,
                              page)
 
 SECTIONS = DOCS_SECTIONS
@@ -93,7 +93,7 @@ def blocks(items, link, indent: str = "") -> list[str]:
 def rule_page(rule: Rule, source: str, link, example: Example | None = None) -> str:
     """One rule's page; `source` is the rule file from the repository root, `link(path)`
     turns a path from the repository root into a link relative to the page, `example`
-    is `triage.sections.example_error(rule, root)`."""
+    is `triage.runbook.sections.example_error(rule, root)`."""
     data = rule.data
     meta = f"category {code(rule.category)}, status {code(data['status'])}, priority {rule.priority}"
     out = [GENERATED.format(source=source), "", f"# {rule.id}: {rule.title}", "",

@@ -1,4 +1,4 @@
-"""Which rules cover which raise sites on the checkpoint load path (triage.sites).
+"""Which rules cover which raise sites on the checkpoint load path (triage.kb.sites).
 
 A site is covered by a rule when one of the rule's `references` names the site's file
 (`source: deepspeed/<file>` or `torch/<file>`) and a `function` that matches the site's

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from triage.normalize import normalize
+from triage.logs.normalize import normalize
 
 _VOLATILE = (
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),  # object addresses in DeepSpeed's config dump

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from triage.errors import BadInput
 from triage.kb.index import RuleSet, rule_files
-from triage.rule_docs import errors_page, index_page, rule_page
-from triage.example_lines import example_error
-from triage.schema_docs import SUFFIX, reference_pages
-from triage.site_docs import load_sites_page
+from triage.runbook.rule_docs import errors_page, index_page, rule_page
+from triage.classify.example_lines import example_error
+from triage.runbook.schema_docs import SUFFIX, reference_pages
+from triage.runbook.site_docs import load_sites_page
 
 REGENERATE = "ds-triage rules docs"
 SCHEMAS = Path("docs") / "schemas"  # the JSON output schemas, under the repository root
@@ -29,7 +29,7 @@ def load_sites():
     """(sites, versions) from the installed deepspeed and torch source (parsed, not imported)."""
     from importlib import metadata
 
-    from triage.sites import load_path_sites
+    from triage.kb.sites import load_path_sites
 
     try:
         sites = load_path_sites()
@@ -61,7 +61,7 @@ def load_schemas(directory: Path) -> dict[str, dict]:
 
 
 def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict[str, str]:
-    from triage.coverage import coverage
+    from triage.kb.coverage import coverage
 
     out = Path(out).resolve()
     root = rules.directory.resolve().parent

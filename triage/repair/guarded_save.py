@@ -1,6 +1,6 @@
 """A DeepSpeed save that never leaves `latest` naming a broken tag.
 
-    from triage.guarded_save import save_checkpoint_safely
+    from triage.repair.guarded_save import save_checkpoint_safely
 
     save_checkpoint_safely(engine, save_dir)          # instead of engine.save_checkpoint(save_dir)
 

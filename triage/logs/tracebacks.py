@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from triage.incident import Chain, Frame, Incident, RaisedException
-from triage.normalize import Line
+from triage.logs.incident import Chain, Frame, RaisedException
+from triage.logs.normalize import Line
 
 TRACEBACK = "Traceback (most recent call last):"
 CHAIN_LINKS = {
@@ -23,9 +23,6 @@ _NOISE = re.compile(r"\s*(?:[~^]+\s*|\.\.\.<\d+ lines>\.\.\.|\[Previous line rep
 MAX_MESSAGE_LINES = 200
 MAX_FRAMES = 500
 
-# Exceptions that only report another process's failure: never the cause.
-WRAPPERS = {"ChildFailedError"}
-_PEER_LOSS = re.compile(r"Connection closed by peer|Connection reset by peer|Broken pipe|ProcessGroupGloo|NCCL communicator was aborted")
 
 
 def parse_chains(lines: list[Line]) -> list[Chain]:
@@ -153,23 +150,3 @@ def _read_message(lines: list[Line], i: int, header: re.Match, frames: list[Fram
         i += 1
     message = "\n".join(parts).strip()
     return RaisedException(header["type"], message, frames, start.no), i
-
-
-def primary_exception(incident: Incident) -> RaisedException | None:
-    """The exception that best explains the failure.
-
-    torchrun's ChildFailedError only reports a worker's death, and a rank that
-    lost its peer (gloo "Connection closed by peer") died of another rank's
-    failure, so both yield to a worker's own exception.
-    """
-    if not incident.chains:
-        return None
-
-    def weight(chain: Chain) -> tuple:
-        final = chain.final
-        is_wrapper = final.short_type in WRAPPERS
-        lost_peer = bool(_PEER_LOSS.search(final.message))
-        root = incident.root_cause_rank is not None and incident.root_cause_rank in chain.ranks
-        return (not is_wrapper, not lost_peer, root)
-
-    return max(incident.chains, key=weight).final

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from triage.commands import render
-from triage.incident import Incident
-from triage.match import Hypothesis
+from triage.classify.commands import render
+from triage.logs.incident import Incident
+from triage.classify.match import Hypothesis
 
 SCHEMA_VERSION = 1
 

@@ -11,10 +11,10 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
-from triage.incident import Incident, RaisedException
+from triage.logs.incident import Incident, RaisedException
 from triage.kb.model import Conditions, Rule
-from triage.normalize import Line
-from triage.runs import failing_run_start
+from triage.logs.normalize import Line
+from triage.logs.runs import failing_run_start
 
 MIN_CONFIDENCE = 0.35
 MAX_HYPOTHESES = 5
@@ -74,7 +74,7 @@ class LogView:
 
     @property
     def run_start(self) -> int:
-        """Offset in text where the run that failed starts (triage.runs), before the first exception."""
+        """Offset in text where the run that failed starts (triage.logs.runs), before the first exception."""
         if self._run_start is None:
             first = min((e.log_line for e in self.exceptions if e.log_line), default=None)
             numbers = [line.no for line in self.lines]

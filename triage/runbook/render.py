@@ -1,7 +1,7 @@
 """`ds-triage runbook` output: a rule's page for the terminal, the other matches, the
 list by category, and the JSON object (docs/schemas/runbook.schema.json).
 
-The page's content is `triage.sections.page`, the same the docs pages are rendered from;
+The page's content is `triage.runbook.sections.page`, the same the docs pages are rendered from;
 this module only lays it out (headings, wrapping, indentation, colour).
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import textwrap
 
 from triage.kb.model import Rule
-from triage.render import Style
-from triage.runbook import Found
-from triage.sections import (TERMINAL_SECTIONS, Code, CodeBlock, Example, Items, Link, Para, Strong, page,
+from triage.classify.render import Style
+from triage.runbook.search import Found
+from triage.runbook.sections import (TERMINAL_SECTIONS, Code, CodeBlock, Example, Items, Link, Para, Strong, page,
                              symptoms)
 
 SCHEMA_VERSION = 1

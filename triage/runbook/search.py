@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from triage import readable
+from triage.kb import readable
 from triage.kb.model import Rule
 
 GOOD = 75

@@ -3,7 +3,7 @@
 Pure stdlib (``ast``): the installed ``deepspeed`` and ``torch`` packages are located with
 ``importlib.util.find_spec`` (which does not execute them) and their source is parsed, never
 imported.  ``load_path_sites()`` returns one :class:`Site` per distinct raise/assert inside the
-scopes listed in :data:`SCOPES`; ``python -m triage.sites`` prints them as a table.
+scopes listed in :data:`SCOPES`; ``python -m triage.kb.sites`` prints them as a table.
 """
 from __future__ import annotations
 
@@ -260,7 +260,7 @@ def load_path_sites(deepspeed_dir: Optional[str] = None, torch_dir: Optional[str
 
 
 def main(argv: Optional[list] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m triage.sites", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m triage.kb.sites", description=__doc__.splitlines()[0])
     ap.add_argument("--deepspeed-dir")
     ap.add_argument("--torch-dir")
     ap.add_argument("--json", action="store_true", help="emit JSON lines instead of a table")

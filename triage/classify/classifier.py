@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from triage.commands import guess_checkpoint
+from triage.classify.commands import guess_checkpoint
 from triage.kb import RuleSet, load_rules
-from triage.match import rank
-from triage.parse import parse
-from triage.report import Report
+from triage.classify.match import rank
+from triage.logs.parse import parse
+from triage.classify.report import Report
 
 
 def classify(text: str, *, rules: RuleSet | None = None, truncated: bool = False,

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
+
+# Exceptions that only report another process's failure: never the cause.
+WRAPPERS = {"ChildFailedError"}
+_PEER_LOSS = re.compile(r"Connection closed by peer|Connection reset by peer|Broken pipe|ProcessGroupGloo|NCCL communicator was aborted")
 
 
 @dataclass(slots=True)
@@ -67,8 +72,6 @@ class Incident:
 
     @property
     def primary(self) -> RaisedException | None:
-        from triage.tracebacks import primary_exception
-
         return primary_exception(self)
 
     def to_json(self) -> dict:
@@ -108,3 +111,23 @@ def _exception_json(exc: RaisedException) -> dict:
             {k: v for k, v in asdict(f).items()} for f in exc.frames
         ],
     }
+
+
+def primary_exception(incident: Incident) -> RaisedException | None:
+    """The exception that best explains the failure.
+
+    torchrun's ChildFailedError only reports a worker's death, and a rank that
+    lost its peer (gloo "Connection closed by peer") died of another rank's
+    failure, so both yield to a worker's own exception.
+    """
+    if not incident.chains:
+        return None
+
+    def weight(chain: Chain) -> tuple:
+        final = chain.final
+        is_wrapper = final.short_type in WRAPPERS
+        lost_peer = bool(_PEER_LOSS.search(final.message))
+        root = incident.root_cause_rank is not None and incident.root_cause_rank in chain.ranks
+        return (not is_wrapper, not lost_peer, root)
+
+    return max(incident.chains, key=weight).final

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from triage.evaluate import Evaluation, Guess, Outcome
+from triage.eval.evaluate import Evaluation, Guess, Outcome
 
 
 def table(rows: list[list[str]], right: set[int] = frozenset(), indent: str = "  ") -> list[str]:

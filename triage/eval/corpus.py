@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from triage.errors import BadInput
-from triage.evaluate import KINDS, LABELLED, Case, Outcome, outcome_from_report
+from triage.eval.evaluate import KINDS, LABELLED, Case, Outcome, outcome_from_report
 
 MANIFEST = "manifest.yaml"
 
@@ -63,8 +63,8 @@ def _case(entry, number: int, manifest: Path) -> Case | None:
 
 
 def read_case_log(corpus_dir: str | Path, case: Case):
-    """The case's log as `classify` reads it (triage.inputs: decoded, NULs dropped)."""
-    from triage.inputs import decode_log
+    """The case's log as `classify` reads it (triage.logs.inputs: decoded, NULs dropped)."""
+    from triage.logs.inputs import decode_log
 
     path = Path(corpus_dir) / case.log
     try:
@@ -76,8 +76,8 @@ def read_case_log(corpus_dir: str | Path, case: Case):
 
 def run_cases(corpus_dir: str | Path, cases: list[Case], rules) -> list[Outcome]:
     """Classify each case's log once with the given rules, timing the classify call."""
-    from triage.classifier import classify
-    from triage.eval_ambiguity import fingerprint
+    from triage.classify.classifier import classify
+    from triage.eval.ambiguity import fingerprint
 
     outcomes = []
     for case in cases:

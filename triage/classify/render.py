@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from triage.report import PHASES, Report
+from triage.classify.report import PHASES, Report
 
 MAX_EVIDENCE = 4
 

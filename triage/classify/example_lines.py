@@ -1,7 +1,7 @@
 """The deciding lines of a rule's first positive example, as printed in that log.
 
 Shown under Symptoms on the runbook page and the docs page: what the failure looks like
-in a real log, found by running the rule on its own example (`triage.match`).
+in a real log, found by running the rule on its own example (`triage.classify.match`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triage.kb.model import Rule
-from triage.normalize import ANSI
+from triage.logs.normalize import ANSI
 
 EXAMPLE_LINE_CHARS = 300
 EXAMPLE_LINES = 6  # deciding lines shown from an example
@@ -27,8 +27,8 @@ class Example:
 def example_error(rule: Rule, root: str | Path) -> Example | None:
     """The lines the rule fires on in its first positive example, as they stand in the log:
     the exception line and the frame that places it, or the log line a `line` pattern found."""
-    from triage.match import LogView, score
-    from triage.parse import parse
+    from triage.classify.match import LogView, score
+    from triage.logs.parse import parse
 
     for index, spec in enumerate(rule.data["examples"]):
         if spec["expect"] != "match":

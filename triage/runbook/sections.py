@@ -1,7 +1,7 @@
 """A rule's runbook page as structured sections: the one source of its content.
 
-`page(rule, ...)` returns the sections in order; `triage.rule_docs` renders them as
-Markdown (docs/rules/<ID>.md) and `triage.runbook_render` for the terminal
+`page(rule, ...)` returns the sections in order; `triage.runbook.rule_docs` renders them as
+Markdown (docs/rules/<ID>.md) and `triage.runbook.render` for the terminal
 (`ds-triage runbook`). A section marked `docs_only` (the full signature, the example
 list) appears only in the docs. Content is a few block types (paragraph, list, code)
 holding inline spans (text, `Code`, `Strong`, `Link`), so neither renderer invents text.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from triage import readable
-from triage.example_lines import Example
+from triage.kb import readable
+from triage.classify.example_lines import Example
 from triage.kb.model import Rule
 
 
@@ -139,7 +139,7 @@ def symptoms(rule: Rule) -> list[list[Span]]:
 
 def page(rule: Rule, example: Example | None) -> list[Section]:
     """Every section of a rule's page; `example` is its first positive example's error
-    lines (`triage.example_lines.example_error`), or None."""
+    lines (`triage.classify.example_lines.example_error`), or None."""
     data = rule.data
     body = {
         "What it means": [Para([data["summary"]])],

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from triage import facts, torchrun
-from triage.incident import Incident
-from triage.normalize import Line, normalize
-from triage.tracebacks import parse_chains
+from triage.logs import facts, torchrun
+from triage.logs.incident import Incident
+from triage.logs.normalize import Line, normalize
+from triage.logs.tracebacks import parse_chains
 
 
 def parse(text: str, *, truncated: bool = False, decode_errors: int = 0) -> tuple[Incident, list[Line]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from triage.normalize import Line
+from triage.logs.normalize import Line
 
 _ROOT = "Root Cause (first observed failure):"
 _RANK = re.compile(r"\s*rank\s*:\s*(\d+)")

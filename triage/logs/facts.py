@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from triage.normalize import Line
+from triage.logs.normalize import Line
 
 _VERSIONS = (
     ("deepspeed", re.compile(r"DeepSpeed info: version=(\d+\.\d+\.\d+\S*)")),

@@ -1,0 +1,2 @@
+// Draw the ```mermaid blocks (pymdownx.superfences renders them as <pre class="mermaid">).
+mermaid.initialize({ startOnLoad: true, securityLevel: "strict" });
