@@ -79,7 +79,7 @@ def render_probe(report: ProbeReport, style: Style | None = None) -> str:
 def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     style = style or Style(False)
     out = []
-    primary = triage.classify.report.incident.primary
+    primary = triage.report.incident.primary
     if primary is not None:
         head = primary.message.splitlines()[0][:160] if primary.message else ""
         out.append(f"error: {primary.type}{': ' + head if head else ''}")
