@@ -4,6 +4,8 @@ real corpus trace, typed lines, Esc-Enter, Ctrl-C, Ctrl-D). Plus completion and 
 file."""
 
 import os
+import threading
+import time
 from pathlib import Path
 
 from prompt_toolkit.completion import CompleteEvent
@@ -34,13 +36,39 @@ class Recorder(Conversation):
         return super().handle(message)
 
 
-def drive(rules, *keys, history=None):
+def typing():
+    """A clock for keys typed by hand: a second between two keys. The pipe hands the app every
+    key at once, which the real clock (a paste's pace) would take for a paste."""
+    now = 0.0
+
+    def clock():
+        nonlocal now
+        now += 1.0
+        return now
+
+    return clock
+
+
+def drive(rules, *keys, history=None, clock=None, later=()):
+    """Run the chat on `keys`; then each `(ready, key)` of `later` is typed once `ready(session)`
+    holds and the app has had a moment's rest (what a person's key after a paste looks like)."""
     conversation = Recorder(Session(rules))
     written = []
     with create_pipe_input() as pipe:
         for chunk in keys:
             pipe.send_text(chunk)
-        session = app.prompt_session(conversation, history=history, input=pipe, output=DummyOutput())
+        session = app.prompt_session(conversation, history=history, input=pipe, output=DummyOutput(),
+                                     clock=clock or typing())
+
+        def type_later():
+            for ready, key in later:
+                deadline = time.monotonic() + 60
+                while not ready(session) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                time.sleep(0.2)
+                pipe.send_text(key)
+
+        threading.Thread(target=type_later, daemon=True).start()
         code = app.run_app(conversation, session, written.append)
     return conversation, "".join(written), code
 
@@ -65,6 +93,28 @@ def test_a_one_line_command_or_answer_ends_with_enter(rules):
     chat, out, _ = drive(rules, PASTE_START + corpus_log(TRACE) + PASTE_END, "skip", ENTER, "/why 1", ENTER, CTRL_D)
     assert chat.messages[1:] == ["skip", "/why 1"]
     assert "Skipped the checkpoint." in out and "line 372: AssertionError" in out
+
+
+def test_a_paste_without_bracketed_paste_is_one_message_not_answers(rules):
+    """A terminal without bracketed paste sends a chained trace as keys, blank lines and all;
+    at the pace of a paste (the real clock) none of its Enters sends, even at a question."""
+    first = corpus_log(TRACE)
+    chained = corpus_log("cases/ds_to_universal-zero2-dp2-missing-shard.log")
+    end = chained.rstrip("\n").splitlines()[-1]
+    pasted = lambda session: session.default_buffer.text.rstrip("\n").endswith(end)  # noqa: E731
+    sent = lambda session: not session.default_buffer.text  # noqa: E731
+    chat, out, _ = drive(rules, PASTE_START + first + PASTE_END, chained.replace("\n", "\r"),
+                         clock=time.monotonic, later=((pasted, ENTER), (sent, CTRL_D)))
+    assert len(chat.messages) == 2, chat.messages[1:3]  # the paste, then the whole chained trace
+    assert chat.messages[1].strip() == chained.strip()
+    assert "no such file or directory" not in out and "That does not work" not in out
+
+
+def test_a_log_line_at_a_question_is_more_log_not_an_answer(rules):
+    chat, out, _ = drive(rules, PASTE_START + corpus_log(TRACE) + PASTE_END,
+                         "Traceback (most recent call last):", ENTER, CTRL_D)
+    assert chat.pending is not None or "checkpoint" in out
+    assert "That does not work" not in out and "no such file or directory" not in out
 
 
 def test_ctrl_c_drops_the_input_and_the_session_goes_on_ctrl_d_leaves(rules):
@@ -105,6 +155,30 @@ def test_history_goes_to_the_xdg_state_dir(rules, tmp_path):
     assert warnings == [] and "/rules zero_stage_mismatch" in path.read_text()
     default = Path(os.path.expanduser("~/.local/state/ds-triage/chat_history"))
     assert app.history_path({"XDG_STATE_HOME": "relative"}) == app.history_path({}) == default
+
+
+def test_history_is_private_and_can_keep_no_pastes(rules, tmp_path):
+    state = tmp_path / "state"
+    path = state / "ds-triage" / "chat_history"
+    path.parent.mkdir(parents=True)
+    path.write_text("")
+    path.chmod(0o644)  # as an older version left it
+    trace = corpus_log(TRACE)
+    history = app.open_history([].append, {"XDG_STATE_HOME": str(state), "DS_TRIAGE_CHAT_HISTORY": "commands"})
+    drive(rules, PASTE_START + trace + PASTE_END, "/rules zero_stage_mismatch", ENTER, CTRL_D, history=history)
+    assert path.stat().st_mode & 0o777 == 0o600
+    kept = path.read_text()
+    assert "/rules zero_stage_mismatch" in kept and trace.splitlines()[-1] not in kept
+    # --history all (the default) keeps the paste; off keeps nothing on disk
+    history = app.open_history([].append, {"XDG_STATE_HOME": str(state)})
+    drive(rules, PASTE_START + trace + PASTE_END, CTRL_D, history=history)
+    assert trace.splitlines()[-1] in path.read_text()
+    fresh = tmp_path / "fresh"
+    assert isinstance(app.open_history([].append, {"XDG_STATE_HOME": str(fresh)}, keep="off"), InMemoryHistory)
+    assert not fresh.exists()
+    app.open_history([].append, {"XDG_STATE_HOME": str(fresh)})
+    assert (fresh / "ds-triage").stat().st_mode & 0o777 == 0o700
+    assert (fresh / "ds-triage" / "chat_history").stat().st_mode & 0o777 == 0o600
 
 
 def test_an_unusable_history_dir_is_a_warning_not_a_crash(rules, tmp_path):

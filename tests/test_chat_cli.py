@@ -172,6 +172,30 @@ class Tmux:
         self("new-session", "-d", "-s", "chat", "-x", str(self.size[0]), "-y", str(self.size[1]), "-c", str(cwd),
              command)
 
+    def start_chat(self, state_dir, env: str = "") -> None:
+        """`ds-triage chat` in the repository, its history under `state_dir`, up to its prompt."""
+        self.start(f"env XDG_STATE_HOME={shlex.quote(str(state_dir))} {env} {shlex.quote(sys.executable)} "
+                   "-m triage chat; sleep 60", ROOT)
+        self.wait_for("ds-triage>")
+
+    def type(self, text: str = "") -> None:
+        """Type `text` then Enter, a person's moment apart: an Enter handled right behind other
+        keys is a newline of a paste (triage/chat/app.py, BURST_SECONDS)."""
+        if text:
+            self("send-keys", "-t", "chat", "-l", text)
+        time.sleep(0.2)
+        self("send-keys", "-t", "chat", "Enter")
+
+    def settle(self, quiet: float = 0.5, deadline: float = 30.0) -> None:
+        """Wait until the screen stops changing: the app has handled every key sent so far."""
+        end, last = time.monotonic() + deadline, None
+        while time.monotonic() < end:
+            screen = self.screen()
+            if screen == last:
+                return
+            last = screen
+            time.sleep(quiet)
+
     def screen(self) -> str:
         return self("capture-pane", "-p", "-J", "-S", "-", "-t", "chat")
 
@@ -203,10 +227,9 @@ def test_in_a_real_terminal_a_pasted_trace_and_one_answer_give_the_verdict(tmp_p
         lines = len(ZERO3_LOG.read_text().rstrip("\n").splitlines())
         tmux.wait_for(f"[{lines} lines pasted:")
         tmux.wait_for("Where is the checkpoint?")
-        tmux("send-keys", "-t", "chat", "-l", str(ckpt))
-        tmux("send-keys", "-t", "chat", "Enter")
+        tmux.type(str(ckpt))
         tmux.wait_for("It only reads. [Y/n]")
-        tmux("send-keys", "-t", "chat", "Enter")
+        tmux.type()
         screen = tmux.wait_for("Next: /fix")
         (tmp_path / "screen.txt").write_text(screen)
         assert "\x1b[" not in tmux("capture-pane", "-p", "-e", "-t", "chat")  # NO_COLOR: no colour
@@ -216,8 +239,7 @@ def test_in_a_real_terminal_a_pasted_trace_and_one_answer_give_the_verdict(tmp_p
         assert "confirmed: saved with ZeRO-3, loading with stage 2" in screen
         ruled_out = screen.split("Ruled out:", 1)[1]
         assert "2. DS-F001 missing_file" in ruled_out and "3. DS-A001 permission_denied" in ruled_out
-        tmux("send-keys", "-t", "chat", "-l", "/quit")
-        tmux("send-keys", "-t", "chat", "Enter")
+        tmux.type("/quit")
         tmux.wait_for("[chat exited 0]")
         assert (tmp_path / "ds-triage" / "chat_history").read_text().count("/quit") == 1
     finally:
@@ -227,16 +249,31 @@ def test_in_a_real_terminal_a_pasted_trace_and_one_answer_give_the_verdict(tmp_p
 @pytest.mark.parametrize("env, coloured", [("", True), ("NO_COLOR=1", False), ("TERM=dumb", False)])
 def test_colours_follow_no_color_and_a_dumb_terminal(tmp_path, env, coloured):
     tmux = Tmux()
-    command = (f"env XDG_STATE_HOME={shlex.quote(str(tmp_path))} {env} {shlex.quote(sys.executable)} -m triage chat; "
-               "sleep 60")
     try:
-        tmux.start(command, ROOT)
-        tmux.wait_for("ds-triage>")
-        tmux("send-keys", "-t", "chat", "-l", "/runbook DS-Z001")
-        tmux("send-keys", "-t", "chat", "Enter")
+        tmux.start_chat(tmp_path, env)
+        tmux.type("/runbook DS-Z001")
         tmux.wait_for("HOW TO VERIFY")
         dim = "\x1b[2mFull page with the signature and examples"  # the page's last line, dimmed
         assert "Full page with the signature and examples" in tmux.screen()
         assert (dim in tmux("capture-pane", "-p", "-e", "-t", "chat")) is coloured
+    finally:
+        tmux.kill()
+
+
+def test_in_a_real_terminal_a_paste_without_bracketed_paste_is_one_message(tmp_path):
+    """tmux's paste-buffer without -p types the trace as keys, as a terminal without bracketed
+    paste does: the chained trace's blank lines must not cut it into several messages."""
+    chained = ROOT / "corpus" / "cases" / "ds_to_universal-zero2-dp2-missing-shard.log"
+    tmux = Tmux()
+    try:
+        tmux.start_chat(tmp_path, "NO_COLOR=1")
+        tmux("load-buffer", "-b", "trace", str(chained))
+        tmux("paste-buffer", "-d", "-b", "trace", "-t", "chat")  # no -p: keys, not a bracketed paste
+        tmux.wait_for("is invalid for input of size 516")
+        tmux.settle()  # every pasted key handled: the person's Enter comes after the paste
+        tmux.type()
+        screen = tmux.wait_for("Likely causes")
+        assert screen.count("Likely causes") == 1 and "Unknown command" not in screen
+        assert "That does not work" not in screen and "Please answer" not in screen
     finally:
         tmux.kill()

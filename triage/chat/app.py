@@ -1,18 +1,25 @@
 """The terminal shell: a prompt_toolkit prompt reads each message, the conversation answers.
 
 * A bracketed paste into an empty prompt is sent as it is, however many lines: one message.
+  A terminal without bracketed paste (tmux without it, web consoles) sends the lines as keys:
+  an Enter handled within BURST_SECONDS of the key before it is a newline of the paste, never
+  a send, so a chained traceback's blank line does not cut it and its lines are not taken as
+  answers (keys read in one go are handled microseconds apart; typed ones, 30 ms or more).
 * A typed message ends on an empty line (Enter on an empty last line) or with Esc-Enter; a
   one-line command or answer ends with Enter.
 * Ctrl-C clears the current input; Ctrl-D (on an empty prompt) leaves.
 * Completion: the slash commands, and paths wherever a path is asked for.
-* History in $XDG_STATE_HOME/ds-triage/chat_history (default ~/.local/state); when it cannot
-  be written, a warning and an in-memory history.
+* History in $XDG_STATE_HOME/ds-triage/chat_history (default ~/.local/state), created 0600 in a
+  0700 directory: pasted logs hold paths, host names and sometimes tokens. `--history commands`
+  (or DS_TRIAGE_CHAT_HISTORY=commands) keeps one-line messages only, no pastes; `off` keeps
+  nothing on disk. When it cannot be written, a warning and an in-memory history.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +36,9 @@ from triage.chat.conversation import Conversation
 from triage.chat.reply import PATH
 
 MAX_HISTORY_ENTRY = 256 * 1024  # a huge paste is not worth recalling with the arrow keys
+# Keys closer than this are a paste (a terminal's write chunks), not typing (a fast typist's
+# keys are 30 ms or more apart).
+BURST_SECONDS = 0.012
 ECHO_LINES = 6  # a longer message is echoed as one line: a 300-line paste should not fill the screen
 
 
@@ -39,15 +49,19 @@ def history_path(env=os.environ) -> Path:
     return Path(base) / "ds-triage" / "chat_history"
 
 
-class ChatHistory(FileHistory):
-    """FileHistory that warns once instead of failing when the file cannot be written."""
+HISTORY_KEEPS = ("all", "commands", "off")
 
-    def __init__(self, filename: Path, warn: Callable[[str], None]):
+
+class ChatHistory(FileHistory):
+    """FileHistory that warns once instead of failing when the file cannot be written, and
+    with `keep="commands"` stores no multi-line message (a paste)."""
+
+    def __init__(self, filename: Path, warn: Callable[[str], None], keep: str = "all"):
         super().__init__(str(filename))
-        self.warn, self.warned = warn, False
+        self.warn, self.warned, self.keep = warn, False, keep
 
     def store_string(self, string: str) -> None:
-        if len(string) > MAX_HISTORY_ENTRY:
+        if len(string) > MAX_HISTORY_ENTRY or (self.keep == "commands" and "\n" in string.strip()):
             return
         try:
             super().store_string(string)
@@ -58,17 +72,25 @@ class ChatHistory(FileHistory):
                           f"{exc.strerror or exc}; it is kept in memory for this session")
 
 
-def open_history(warn: Callable[[str], None], env=os.environ) -> History:
+def open_history(warn: Callable[[str], None], env=os.environ, keep: str | None = None) -> History:
+    """The chat's history; `keep` (else $DS_TRIAGE_CHAT_HISTORY, else "all") is one of HISTORY_KEEPS."""
+    keep = keep or env.get("DS_TRIAGE_CHAT_HISTORY") or "all"
+    if keep not in HISTORY_KEEPS:
+        warn(f"ds-triage: warning: DS_TRIAGE_CHAT_HISTORY={keep!r} is not one of {', '.join(HISTORY_KEEPS)}; "
+             "keeping no history on disk")
+        keep = "off"
+    if keep == "off":
+        return InMemoryHistory()
     path = history_path(env)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8"):
-            pass
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+        os.chmod(path, 0o600)  # a history made by an older version was world-readable
     except OSError as exc:
         warn(f"ds-triage: warning: no chat history ({path}: {exc.strerror or exc}); "
              "this session's history is kept in memory")
         return InMemoryHistory()
-    return ChatHistory(path, warn)
+    return ChatHistory(path, warn, keep)
 
 
 class ChatCompleter(Completer):
@@ -119,16 +141,31 @@ def submits(document: Document, conversation: Conversation) -> bool:
     return document.cursor_position_row == document.line_count - 1 and not document.current_line.strip()
 
 
-def key_bindings(conversation: Conversation) -> KeyBindings:
+class Burst:
+    """Whether the key being handled is part of a paste: the key before it was handled only
+    BURST_SECONDS ago. `saw_key` runs after every key (the key processor's after_key_press)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock, self.last = clock, float("-inf")
+
+    def __call__(self) -> bool:
+        return self.clock() - self.last < BURST_SECONDS
+
+    def saw_key(self, _sender=None) -> None:
+        self.last = self.clock()
+
+
+def key_bindings(conversation: Conversation, burst: Burst) -> KeyBindings:
     bindings = KeyBindings()
 
     @bindings.add("enter")
     def _enter(event) -> None:
         buffer = event.current_buffer
         state = buffer.complete_state
-        if state is not None and state.current_completion is not None:
+        in_paste = burst()
+        if state is not None and state.current_completion is not None and not in_paste:
             buffer.apply_completion(state.current_completion)
-        elif submits(buffer.document, conversation):
+        elif not in_paste and submits(buffer.document, conversation):
             buffer.validate_and_handle()
         else:
             buffer.newline(copy_margin=False)
@@ -151,13 +188,16 @@ def key_bindings(conversation: Conversation) -> KeyBindings:
 
 
 def prompt_session(conversation: Conversation, history: History | None = None, input=None,
-                   output=None) -> PromptSession:
-    return PromptSession(
-        multiline=True, key_bindings=key_bindings(conversation), completer=ChatCompleter(conversation),
+                   output=None, clock: Callable[[], float] = time.monotonic) -> PromptSession:
+    burst = Burst(clock)
+    session = PromptSession(
+        multiline=True, key_bindings=key_bindings(conversation, burst), completer=ChatCompleter(conversation),
         complete_while_typing=True, history=history or InMemoryHistory(), input=input, output=output,
         erase_when_done=True,  # run_app echoes the message itself, a long paste as one line
         prompt_continuation=lambda width, line_number, wrap_count: "." * (width - 1) + " ",
     )
+    session.app.key_processor.after_key_press += burst.saw_key
+    return session
 
 
 def echo(prompt: str, message: str) -> str:
@@ -197,7 +237,7 @@ def run_app(conversation: Conversation, session: PromptSession, write: Callable[
     return 0
 
 
-def run_terminal(conversation: Conversation) -> int:
+def run_terminal(conversation: Conversation, history: str | None = None) -> int:
     def write(text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -206,5 +246,5 @@ def run_terminal(conversation: Conversation) -> int:
         print(text, file=sys.stderr)
 
     # A dumb terminal gets prompt_toolkit's plain prompt, which prints what is typed and erases nothing.
-    return run_app(conversation, prompt_session(conversation, open_history(warn)), write,
+    return run_app(conversation, prompt_session(conversation, open_history(warn, keep=history)), write,
                    echo_input=not is_dumb_terminal())

@@ -3,7 +3,8 @@
 A message is one of:
 
 * a slash command (its first word is in the registry, triage.chat.commands);
-* the answer to what the conversation asked (a fact, or yes/no), when it asked;
+* the answer to what the conversation asked (a fact, or yes/no), when it asked, unless it is
+  shaped like a log line (a traceback's first line, a frame, an exception): that is more log;
 * otherwise log text: appended to the incident and the whole log classified again.
 
 After a log it asks, one at a time, for the facts the open hypotheses need
@@ -13,6 +14,7 @@ it asks nothing: it probes as soon as a checkpoint is known and lists what was n
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from triage.chat import commands, questions, replies
@@ -25,6 +27,10 @@ from triage.classify.render import Style
 YES = ("y", "yes", "ok", "sure", "go", "yes please")
 NO = ("n", "no", "nope", "not now", "cancel", "skip")
 FLAGS = {"ckpt": "--ckpt DIR", "config": "--config FILE", "stage": "--stage N", "world_size": "--world-size N"}
+# A line no answer looks like: pasted without bracketed paste, a trace's lines come one by one.
+LOG_LINE = re.compile(r'\s*(?:Traceback \(most recent call last\)|During handling of the above exception|'
+                      r'The above exception was the direct cause|File "[^"\n]*", line \d+|\[rank\d+\]|'
+                      r'[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)(?::|$))')
 NEXT = "Next: /fix for the fix, /why N for the evidence, /verify for the checks, /export FILE for a report."
 
 
@@ -47,7 +53,7 @@ class Conversation:
         found = commands.lookup(line)
         if found is not None:
             return self._command(*found)
-        if self.pending is not None and "\n" not in line:
+        if self.pending is not None and "\n" not in line and not LOG_LINE.match(line):
             return self._answer(line)
         if not line:
             return Reply()

@@ -17,6 +17,7 @@ import shlex
 import signal
 import subprocess
 import threading
+from dataclasses import dataclass
 
 from triage.chat.session import CommandRun
 
@@ -28,6 +29,53 @@ READERS = {"ls", "stat", "cat", "head", "tail", "grep", "wc", "du", "df", "file"
            "free", "readlink", "realpath", "od", "sha256sum", "md5sum", "cksum", "basename", "dirname", "sort",
            "uniq", "cut", "tr", "nproc", "uname", "hostname", "whoami"}
 CHECKED = {"find", "env", "dmesg", "python", "python3", "ds-triage"}
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options a reader that *can* write may take (any other is refused), the ones among
+    them that take a value (`-k 2`, `-k2`, `--key=2`), and how many operands it may have."""
+
+    short: str
+    long: frozenset[str]
+    short_with_value: str = ""
+    long_with_value: frozenset[str] = frozenset()
+    max_operands: int | None = None
+    more_operands: str = ""  # what one more operand would do
+
+
+# The readers with an option or operand that writes, runs a program or sets something; every
+# other reader has none (tests/test_chat_readonly.py reads each one's --help to keep that true).
+# Left out on purpose: sort -o/--output, -T, --compress-program; uniq's OUTPUT operand; file -C
+# (writes a compiled magic file); hostname NAME, -F, -b (set the host name).
+READER_OPTIONS = {
+    "sort": Options("bdfgiMhnRrVcCmsuz", frozenset({
+        "--ignore-leading-blanks", "--dictionary-order", "--ignore-case", "--general-numeric-sort",
+        "--ignore-nonprinting", "--month-sort", "--human-numeric-sort", "--numeric-sort", "--random-sort",
+        "--reverse", "--version-sort", "--check", "--merge", "--stable", "--unique", "--zero-terminated",
+        "--key", "--field-separator", "--buffer-size", "--sort", "--batch-size", "--parallel", "--debug",
+        "--random-source", "--files0-from", "--help", "--version"}),
+        short_with_value="ktS", long_with_value=frozenset({
+            "--key", "--field-separator", "--buffer-size", "--sort", "--batch-size", "--parallel",
+            "--random-source", "--files0-from"})),
+    "uniq": Options("cdDiuzfsw", frozenset({
+        "--count", "--repeated", "--all-repeated", "--ignore-case", "--unique", "--zero-terminated",
+        "--skip-fields", "--skip-chars", "--check-chars", "--group", "--help", "--version"}),
+        short_with_value="fsw", long_with_value=frozenset({"--skip-fields", "--skip-chars", "--check-chars"}),
+        max_operands=1, more_operands="uniq writes to its second operand"),
+    "file": Options("bcEhiIkLlNnprsSvz0mfFeP", frozenset({
+        "--brief", "--checking-printout", "--dereference", "--no-dereference", "--mime", "--mime-type",
+        "--mime-encoding", "--keep-going", "--list", "--no-buffer", "--no-pad", "--preserve-date", "--raw",
+        "--special-files", "--no-sandbox", "--uncompress", "--uncompress-noreport", "--print0",
+        "--magic-file", "--files-from", "--separator", "--exclude", "--exclude-quiet", "--extension",
+        "--apple", "--parameter", "--help", "--version"}),
+        short_with_value="mfFeP", long_with_value=frozenset({
+            "--magic-file", "--files-from", "--separator", "--exclude", "--exclude-quiet", "--parameter"})),
+    "hostname": Options("sfdiIAaynV", frozenset({
+        "--short", "--fqdn", "--long", "--domain", "--ip-address", "--all-ip-addresses", "--all-fqdns",
+        "--alias", "--yp", "--nis", "--help", "--version"}),
+        max_operands=0, more_operands="hostname NAME sets the host name"),
+}
 PROGRAMS = READERS | CHECKED
 FIND_ACTIONS = {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
 DMESG_FLAGS = {"-T", "--ctime", "-H", "--human", "-k", "--kernel", "-x", "--decode", "-L", "--color", "-t",
@@ -89,6 +137,10 @@ def _check_program(argv: list[str]) -> str | None:
     program, args = argv[0], argv[1:]
     if program not in PROGRAMS:
         return f"`{program}` is not on the chat's list of read-only programs (ls, stat, cat, grep, find, ...)"
+    if program in READER_OPTIONS:
+        why = _check_options(program, args, READER_OPTIONS[program])
+        if why:
+            return why
     if program == "find" and FIND_ACTIONS & set(args):
         return f"find with {', '.join(sorted(FIND_ACTIONS & set(args)))} can write or run commands"
     if program == "env" and args:
@@ -105,6 +157,33 @@ def _check_program(argv: list[str]) -> str | None:
         return f"only ds-triage {', '.join(sorted(DS_TRIAGE_READERS))} run from the chat"
     if program == "ds-triage" and args[0] == "repair" and "--apply" in args:
         return "repair --apply writes; /repair ACTION plans it and asks before applying"
+    return None
+
+
+def _check_options(program: str, args: list[str], allowed: Options) -> str | None:
+    operands: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            operands.extend(words)
+        elif word.startswith("--"):
+            name, has_value = word.split("=", 1)[0], "=" in word
+            if name not in allowed.long:
+                return f"{program} {name} is not a read-only option of {program} (it can write or act)"
+            if name in allowed.long_with_value and not has_value:
+                next(words, None)
+        elif word.startswith("-") and word != "-":
+            for i, letter in enumerate(word[1:], 1):
+                if letter not in allowed.short + allowed.short_with_value:
+                    return f"{program} -{letter} is not a read-only option of {program} (it can write or act)"
+                if letter in allowed.short_with_value:
+                    if i == len(word) - 1:
+                        next(words, None)
+                    break
+        else:
+            operands.append(word)
+    if allowed.max_operands is not None and len(operands) > allowed.max_operands:
+        return f"{allowed.more_operands}; the chat runs read-only commands only"
     return None
 
 

@@ -24,6 +24,9 @@ def register(subparsers) -> None:
     parser.add_argument("--config", metavar="FILE", help="the ds_config (JSON) the load uses")
     parser.add_argument("--world-size", type=positive_int, metavar="N", help="number of ranks the load runs on")
     parser.add_argument("--stage", type=int, choices=(0, 1, 2, 3), help="ZeRO stage the load uses")
+    parser.add_argument("--history", choices=("all", "commands", "off"),
+                        help="what the terminal chat keeps in its history file (0600): everything, one-line "
+                        "messages only (no pasted logs), or nothing on disk (default: $DS_TRIAGE_CHAT_HISTORY, else all)")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     parser.set_defaults(run=run)
 
@@ -52,4 +55,4 @@ def run(args) -> int:
         return run_plain(conversation, sys.stdin.buffer.read(), sys.stdout.write)
     from triage.chat.app import run_terminal
 
-    return run_terminal(Conversation(session, Style.for_stream(sys.stdout)))
+    return run_terminal(Conversation(session, Style.for_stream(sys.stdout)), history=args.history)
