@@ -1,11 +1,20 @@
-"""Read a log safely: any bytes in, text out, or a clear BadInput."""
+"""Read a log safely: any bytes in, text out, or a clear BadInput.
+
+A log over MAX_BYTES keeps its head and tail, and memory stays bounded by the cap: a file is
+read by seeking to both ends, a pipe or a gzip stream through a rolling tail buffer. A `.gz`
+log (gzip magic, whatever the name) is decompressed as it is read.
+"""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import stat
 import sys
+import zlib
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from triage.errors import BadInput
 
@@ -29,14 +38,62 @@ class LogText:
     decode_errors: int = 0
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 1024 * 1024
+
+
 def read_log(path: str, max_bytes: int = MAX_BYTES) -> LogText:
-    """Read `path` ('-' is stdin) into text, refusing what is not a log."""
+    """Read `path` ('-' is stdin; gzip or plain) into text, refusing what is not a log."""
     source = "<stdin>" if path == "-" else path
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        data = read_file(path)
-    return decode_log(data, source, max_bytes)
+    stream = sys.stdin.buffer if path == "-" else os.fdopen(open_file(path), "rb")
+    try:
+        data, size = _head_and_tail(stream, source, max_bytes)
+    except OSError as exc:
+        raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
+    finally:
+        if path != "-":
+            stream.close()
+    return decode_log(data, source, max_bytes, size=size)
+
+
+def _head_and_tail(stream: BinaryIO, source: str, max_bytes: int) -> tuple[bytes, int]:
+    """At most `max_bytes` (+1 for the joint) of the log: all of it, or its head and its tail;
+    and the log's whole size."""
+    if stream.peek(2)[:2] == GZIP_MAGIC:
+        return _gunzip(stream, source, max_bytes)
+    info = os.fstat(stream.fileno())
+    if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes:
+        head = stream.read(HEAD_BYTES)
+        stream.seek(info.st_size - (max_bytes - HEAD_BYTES))
+        return head + b"\n" + stream.read(), info.st_size
+    return _keep_ends(iter(lambda: stream.read(CHUNK), b""), max_bytes)
+
+
+def _gunzip(stream: BinaryIO, source: str, max_bytes: int) -> tuple[bytes, int]:
+    try:
+        with gzip.GzipFile(fileobj=stream) as unzipped:
+            return _keep_ends(iter(lambda: unzipped.read(CHUNK), b""), max_bytes)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise BadInput(f"{source} is not a whole gzip file ({exc or 'it ends early'}); "
+                       "pass the log uncompressed or the complete .gz") from None
+
+
+def _keep_ends(chunks, max_bytes: int) -> tuple[bytes, int]:
+    """Read `chunks` holding at most `max_bytes`: the head, then a tail trimmed as it grows."""
+    head, tail, size = bytearray(), bytearray(), 0
+    keep = max_bytes - HEAD_BYTES
+    for chunk in chunks:
+        size += len(chunk)
+        if len(head) < HEAD_BYTES:
+            room = HEAD_BYTES - len(head)
+            head += chunk[:room]
+            chunk = chunk[room:]
+        tail += chunk
+        if len(tail) > 2 * keep:  # trim now and then, not on every chunk
+            del tail[:-keep]
+    if size <= max_bytes:
+        return bytes(head + tail), size
+    return bytes(head) + b"\n" + bytes(tail[-keep:]), size
 
 
 def read_file(path: str, limit: int = -1, *, what: str = "a log file (or '-' for stdin)") -> bytes:
@@ -62,12 +119,13 @@ def open_file(path: str, *, what: str = "a log file (or '-' for stdin)") -> int:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES) -> LogText:
-    size = len(data)
+def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES, size: int | None = None) -> LogText:
+    """Text of a log's bytes; `size` is the whole log's when `data` is already its head and tail."""
+    size = len(data) if size is None else size
     if size == 0:
         raise BadInput(f"{source} is empty; paste or pass the failing job's log")
     truncated = size > max_bytes
-    if truncated:
+    if truncated and len(data) > max_bytes + 1:
         tail = max_bytes - HEAD_BYTES
         data = data[:HEAD_BYTES] + b"\n" + data[-tail:]
     _refuse_binary(data, source)
