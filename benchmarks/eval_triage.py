@@ -1,8 +1,8 @@
 """How often `ds-triage triage` (log + checkpoint, no other option) gives the expected category.
 
-Two scores: the verdict (a cause the probes confirmed), and the report's answer: the verdict,
-else the first hypothesis the probes did not strike off (standing without a probe able to decide
-it), which is what a reader of the report takes as the answer.
+Two scores: the confirmed verdict (`verdict.status: confirmed`, a cause the probes confirmed),
+and the verdict's answer whatever its status (confirmed, or likely: the first hypothesis the
+probes did not strike off).
 
     python -m corpus.generate --keep /tmp/ds-triage-corpus     # the corpus's checkpoints (~26 min)
     .venv/bin/python benchmarks/eval_triage.py --ckpts /tmp/ds-triage-corpus
@@ -61,22 +61,22 @@ def main(argv: list[str] | None = None) -> int:
         out = subprocess.run(TRIAGE + ["--log", str(ROOT / "corpus" / case["log"]), "--ckpt", str(ckpt), "--json"]
                              + as_user(case), capture_output=True, text=True, cwd=ROOT)
         data = json.loads(out.stdout) if out.stdout.strip() else {}
-        verdict = data.get("verdict") or {"category": f"error {out.returncode}"}
-        # what the report puts first: the verdict, else the first cause the probes did not strike off
-        top = next((h for h in data.get("hypotheses", []) if h.get("status") != "refuted"), None)
-        top_category = verdict["category"] if verdict["category"] != "unknown" else (top["category"] if top else "unknown")
+        verdict = data.get("verdict") or {"status": "error", "category": f"error {out.returncode}"}
+        # the verdict's answer (confirmed or likely), and the confirmed one alone
+        answer = verdict["category"]
+        confirmed = answer if verdict.get("status") == "confirmed" else "unknown"
         tried += 1
-        right += verdict["category"] == case["expected_category"]
-        standing += top_category == case["expected_category"]
-        if verdict["category"] != case["expected_category"]:
-            misses.append((case["id"], case["expected_category"], verdict["category"], verdict.get("rule_id"),
-                           top_category))
+        right += confirmed == case["expected_category"]
+        standing += answer == case["expected_category"]
+        if confirmed != case["expected_category"]:
+            misses.append((case["id"], case["expected_category"], confirmed, verdict.get("rule_id"),
+                           f"{answer} ({verdict.get('status')})"))
     print(f"$ {' '.join(sys.argv)}")
     print(f"{tried} cases with a kept checkpoint ({len(cases) - tried} without one); running as uid {os.getuid()}")
     print(f"  confirmed verdict = expected category: {right}/{tried}")
-    print(f"  report's answer (verdict, else first cause not struck off) = expected category: {standing}/{tried}")
+    print(f"  verdict's answer (confirmed or likely) = expected category: {standing}/{tried}")
     for miss in misses:
-        print("  miss: {} expected {}, verdict {} {}; first standing: {}".format(*miss))
+        print("  miss: {} expected {}, confirmed {} {}; answer: {}".format(*miss))
     return 0
 
 

@@ -56,7 +56,8 @@ def test_a_piped_trace_gets_the_same_ranked_causes_and_exit_code_as_classify(run
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case_id, verdict", [(pc.ZERO3, "Verdict: zero_stage_mismatch [DS-Z001]"),
-                                              (pc.HEALTHY, "Verdict: unknown")])
+                                              (pc.HEALTHY, "Verdict, likely but not confirmed on the checkpoint: "
+                                                           "missing_file [DS-F001]")])
 def test_with_ckpt_the_piped_chat_gives_the_triage_verdict(run, case_id, verdict):
     ckpt = pc.scenario(case_id)
     chat = run("chat", "--ckpt", ckpt, stdin=ZERO3_LOG.read_bytes())

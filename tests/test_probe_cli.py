@@ -152,8 +152,8 @@ def test_bare_assert_on_a_zero3_checkpoint_with_a_stage2_engine_is_zero_stage_mi
     proc, data = triage(cli, "zero3-saved-stage2-load-dp2.log", pc.ZERO3)
     assert proc.returncode == 0
     # the shard names say ZeRO-3; the ds_config DeepSpeed printed in the log says stage 2
-    assert data["verdict"] == {"category": "zero_stage_mismatch", "rule_id": "DS-Z001", "source": "log",
-                               "reason": "found: completeness.stage_differs, config.stage_differs"}
+    assert data["verdict"] == {"status": "confirmed", "category": "zero_stage_mismatch", "rule_id": "DS-Z001",
+                               "source": "log", "reason": "found: completeness.stage_differs, config.stage_differs"}
     status = {h["rule_id"]: h["status"] for h in data["hypotheses"]}
     assert status["DS-A001"] == "refuted"
     # `latest`'s tag is complete, but DeepSpeed printed no tag: a job that passed another one is not ruled out
@@ -171,10 +171,26 @@ def test_the_same_log_against_the_other_checkpoint_changes_the_verdict(cli):
 
 
 def test_explicit_stage_overrides_the_log(cli):
-    _, data = triage(cli, "zero3-saved-stage2-load-dp2.log", pc.ZERO3, "--stage", "3")
+    proc, data = triage(cli, "zero3-saved-stage2-load-dp2.log", pc.ZERO3, "--stage", "3")
     assert data["target"]["sources"]["stage"] == "--stage"
-    assert data["verdict"]["category"] == "unknown"  # stage 3 loads a ZeRO-3 checkpoint; nothing else is wrong
-    assert {h["rule_id"]: h["status"] for h in data["hypotheses"]}["DS-Z001"] == "refuted"
+    status = {h["rule_id"]: h["status"] for h in data["hypotheses"]}
+    assert status["DS-Z001"] == "refuted"  # stage 3 loads a ZeRO-3 checkpoint
+    # Nothing confirmed: the answer is the first cause not refuted, said to be only likely (exit 1).
+    assert status["DS-F001"] == "inconclusive" and proc.returncode == 1
+    assert data["verdict"]["status"] == "likely"
+    assert (data["verdict"]["category"], data["verdict"]["rule_id"]) == ("missing_file", "DS-F001")
+    assert "did not refute" in data["verdict"]["reason"]
+
+
+def test_no_hypothesis_and_a_healthy_checkpoint_is_unknown(cli):
+    """A clean run's log (no rule fires) against a healthy checkpoint: there is no answer to give."""
+    proc = cli("triage", "--log", ROOT / "corpus" / "clean" / "resume-hf-z2-dp2-fp32.log", "--ckpt",
+               pc.scenario(pc.HEALTHY), "--json")
+    data = json.loads(proc.stdout)
+    assert not errors(TRIAGE, data), errors(TRIAGE, data)
+    assert data["hypotheses"] == [] and proc.returncode == 1
+    assert data["verdict"] == {"status": "unknown", "category": "unknown", "rule_id": None, "source": None,
+                               "reason": "no hypothesis from the log, and the probes found no single cause"}
 
 
 def test_triage_human_output_strikes_off_refuted_causes(cli):

@@ -60,7 +60,7 @@ def excerpt(log: str, marked: set[int]) -> list[str]:
 def markdown(session: Session) -> str:
     ranked = session.ranked()
     t = session.triage
-    if t is not None and t.verdict["category"] != "unknown":
+    if t is not None and t.verdict["status"] == "confirmed":
         title = f"{t.verdict['category']}" + (f" [{t.verdict['rule_id']}]" if t.verdict["rule_id"] else "")
     elif ranked:
         title = f"{ranked[0][0].rule.category} [{ranked[0][0].rule.id}] (not confirmed on the checkpoint)"
@@ -119,7 +119,7 @@ def _probe_part(session: Session) -> list[str]:
     if t is not None:
         v = t.verdict
         out += ["", "## Verdict", "", f"**{v['category']}**" + (f" ({v['rule_id']})" if v["rule_id"] else "")
-                + f": {v['reason']}"]
+                + f", {v['status']}: {v['reason']}"]
     return out
 
 

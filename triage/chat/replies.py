@@ -69,7 +69,11 @@ def verdict(session: Session, style: Style) -> list[str]:
     layout = t.probe.ctx.layout()
     if layout is not None:
         out[0] += f": saved {layout.describe()}"
-    if v["rule_id"]:
+    if v["status"] == "likely":
+        rule = t.probed[0].hypothesis.rule
+        out.append(style(f"Verdict, likely but not confirmed on the checkpoint: {v['category']} [{v['rule_id']}] "
+                         f"{rule.title}", "1;33"))
+    elif v["rule_id"]:
         rule = t.probed[0].hypothesis.rule
         out.append(style(f"Verdict: {v['category']} [{v['rule_id']}] {rule.title}", "1;31"))
     elif v["category"] != "unknown":

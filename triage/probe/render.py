@@ -86,7 +86,12 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     out += _header(triage.probe)
     v = triage.verdict
     out.append("")
-    if v["rule_id"]:
+    if v["status"] == "likely":
+        top = triage.probed[0].hypothesis
+        out.append(style(f"verdict (likely, not confirmed): {v['category']} [{v['rule_id']}] {top.rule.title}",
+                         "1;33"))
+        out.append(f"  {v['reason']}")
+    elif v["rule_id"]:
         top = triage.probed[0].hypothesis
         out.append(style(f"verdict: {v['category']} [{v['rule_id']}] {top.rule.title}", "1;31"))
         out.append(f"  {v['reason']}")
@@ -95,7 +100,7 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
                          "1;31"))
         out.append(f"  {v['reason']}")
     else:
-        out.append(style("verdict: unknown (no hypothesis from the log was confirmed)", "1;33"))
+        out.append(style(f"verdict: unknown ({v['reason']})", "1;33"))
         extra = [c for c in triage.probe.findings if c not in {p.hypothesis.rule.category for p in triage.probed}]
         if extra:
             out.append(f"  the probes found {', '.join(extra)}, which the log's hypotheses do not name")

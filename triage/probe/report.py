@@ -78,9 +78,11 @@ class TriageReport:
 
     @property
     def verdict(self) -> dict:
+        """One answer: `confirmed` (a probe confirmed it), `likely` (nothing confirmed: the first
+        cause the probes did not refute) or `unknown`; category and rule_id are always the answer."""
         for p in self.probed:
             if p.decision.status == CONFIRMED and p.hypothesis.rule.category != "unknown":
-                return {"category": p.hypothesis.rule.category, "rule_id": p.hypothesis.rule.id,
+                return {"status": "confirmed", "category": p.hypothesis.rule.category, "rule_id": p.hypothesis.rule.id,
                         "source": "log", "reason": p.decision.reason}
         found = self.probe.findings
         if len(found) == 1 and all(p.decision.status == REFUTED for p in self.probed):
@@ -88,14 +90,20 @@ class TriageReport:
             # the cause, though no rule recognised how this log reports it.
             signals = [f"{r.name}.{s}" for r in self.probe.results.values() for s in r.signals
                        if verdict.category_of(f"{r.name}.{s}") == found[0]]
-            return {"category": found[0], "rule_id": None, "source": "probes",
+            return {"status": "confirmed", "category": found[0], "rule_id": None, "source": "probes",
                     "reason": "every hypothesis from the log was refuted; the probes found: " + ", ".join(signals)}
-        return {"category": "unknown", "rule_id": None, "source": None,
-                "reason": "no hypothesis from the log was confirmed by the probes"}
+        for p in self.probed:
+            if p.decision.status != REFUTED and p.hypothesis.rule.category != "unknown":
+                return {"status": "likely", "category": p.hypothesis.rule.category, "rule_id": p.hypothesis.rule.id,
+                        "source": "log", "reason": "no probe confirmed a cause; the first the probes did not "
+                        f"refute ({p.decision.reason})"}
+        reason = ("every hypothesis from the log was refuted by the probes" if self.probed
+                  else "no hypothesis from the log, and the probes found no single cause")
+        return {"status": "unknown", "category": "unknown", "rule_id": None, "source": None, "reason": reason}
 
     @property
     def confirmed(self) -> bool:
-        return self.verdict["category"] != "unknown"
+        return self.verdict["status"] == "confirmed"
 
     def to_json(self) -> dict:
         base = self.report.to_json()
