@@ -15,7 +15,7 @@ CORPUS = ROOT / "corpus"
 def session_rules():
     from triage.kb import load_rules
 
-    return load_rules(ROOT / "rules", use_cache=False)
+    return load_rules(ROOT / "rules", use_cache=False, examples=True)  # example files must exist
 
 
 @lru_cache(maxsize=None)

@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 def run_lint(args) -> int:
     from triage.kb import load_rules
 
-    rules = load_rules(args.rules, use_cache=False)  # raises BadRules with every problem
+    rules = load_rules(args.rules, use_cache=False, examples=True)  # raises BadRules with every problem
     failures = []
     if args.examples:
         from triage.kb.examples import check_examples

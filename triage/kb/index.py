@@ -21,11 +21,18 @@ from triage.errors import BadRules
 from triage.kb.model import Rule, compile_rule
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# An installed wheel carries the rules, their examples and the JSON schemas here, laid out as in
+# the repository (rules/, corpus/, docs/schemas/): see setup.py.
+BUNDLED_ROOT = Path(__file__).resolve().parents[1] / "_bundled"
 SCHEMA_NAME = "schema.json"
 
 
 def default_rules_dir() -> Path:
-    return Path(os.environ.get("DS_TRIAGE_RULES") or REPO_ROOT / "rules")
+    """$DS_TRIAGE_RULES, else the checkout's rules/, else the copy an installed wheel carries."""
+    if os.environ.get("DS_TRIAGE_RULES"):
+        return Path(os.environ["DS_TRIAGE_RULES"])
+    checkout = REPO_ROOT / "rules"
+    return checkout if checkout.is_dir() else BUNDLED_ROOT / "rules"
 
 
 @dataclass
@@ -47,7 +54,8 @@ def rule_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.yaml") if p.is_file())
 
 
-def load_rules(directory: str | Path | None = None, *, use_cache: bool = True) -> RuleSet:
+def load_rules(directory: str | Path | None = None, *, use_cache: bool = True, examples: bool = False) -> RuleSet:
+    """The validated rules of `directory`; with `examples`, their example files must exist too."""
     directory = Path(directory) if directory else default_rules_dir()
     files = rule_files(directory)
     schema_path = directory / SCHEMA_NAME
@@ -57,20 +65,21 @@ def load_rules(directory: str | Path | None = None, *, use_cache: bool = True) -
     digest = _digest(schema_path.read_bytes(), contents, directory)
     cache = _cache_path(digest)
     data = _read_cache(cache) if use_cache else None
-    if data is None:
-        data = validate_files(schema_path, contents, directory)
+    if data is None or examples:
+        data = validate_files(schema_path, contents, directory, examples=examples)
         if use_cache:
             _write_cache(cache, data)
     rules = [compile_rule(entry["rule"], entry["path"]) for entry in data]
     return RuleSet(rules, directory, digest)
 
 
-def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Path) -> list[dict]:
+def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Path, *,
+                   examples: bool = False) -> list[dict]:
     """Full validation: every problem in every file, then BadRules if any."""
     import jsonschema  # slow to import: only on a cache miss or `rules lint`
 
     from triage.kb.source import RuleFileError, load_source
-    from triage.kb.validate import cross_rule_problems, schema_problems, semantic_problems
+    from triage.kb.validate import cross_rule_problems, example_file_problems, schema_problems, semantic_problems
 
     try:
         schema = json.loads(schema_path.read_text())
@@ -94,7 +103,7 @@ def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Pa
             continue
         found = schema_problems(source, validator)
         if not found:
-            found = semantic_problems(source, root)
+            found = semantic_problems(source, root) + (example_file_problems(source, root) if examples else [])
         if found:
             problems.extend(found)
         else:

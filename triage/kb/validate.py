@@ -57,6 +57,15 @@ def _describe(error) -> str:
     return f"{where}: {error.message[:200]}" + (f". Expected: {hint}" if hint else "")
 
 
+def example_file_problems(source: RuleSource, repo_root: Path) -> list[str]:
+    """Example files that are not there: checked by `rules lint` and the suite, never when
+    classifying (a copy of the rules may travel without the corpus)."""
+    return [f"{source.path}:{source.line_of(('examples', index, 'file'))}: example file {example['file']} does not "
+            "exist. Give a path from the repository root"
+            for index, example in enumerate(source.data["examples"])
+            if "file" in example and not (repo_root / example["file"]).is_file()]
+
+
 def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
     """Checks on one schema-valid rule."""
     rule = source.data
@@ -98,9 +107,6 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
         if action not in REPAIR_ACTIONS:
             report(("repairs", index), f"repair action {action!r} does not exist. Use one of {sorted(REPAIR_ACTIONS)} "
                    "(triage/repair/registry.py), or add the action there first")
-    for index, example in enumerate(rule["examples"]):
-        if "file" in example and not (repo_root / example["file"]).is_file():
-            report(("examples", index, "file"), f"example file {example['file']} does not exist. Give a path from the repository root")
     expects = {example["expect"] for example in rule["examples"]}
     if "match" not in expects:
         report(("examples",), "no positive example (expect: match). Add a real log this rule must rank first")
