@@ -25,7 +25,7 @@ def bundled_files() -> list[str]:
         if path.suffix == ".yaml":
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
             examples |= {e["file"] for e in data.get("examples", []) if isinstance(e, dict) and "file" in e}
-    schemas = sorted((ROOT / "docs" / "schemas").glob("*.json"))
+    schemas = sorted((ROOT / "docs" / "schemas").rglob("*.json"))  # with bundled/: self-contained copies
     return sorted({str(p.relative_to(ROOT)) for p in rules + schemas} | examples)
 
 

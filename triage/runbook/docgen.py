@@ -1,8 +1,9 @@
 """Generate the docs that come from the rules, write them, or check them against disk.
 
 `generate(rules, out)` returns {path under out: text}: rules/index.md (by category),
-rules/errors.md (by error text), rules/<ID>.md for each rule, load-sites.md, and reference/index.md
-with reference/<name>.md for each JSON output schema in docs/schemas/. Nothing in it depends on the
+rules/errors.md (by error text), rules/<ID>.md for each rule, load-sites.md, reference/index.md
+with reference/<name>.md for each JSON output schema in docs/schemas/, and schemas/bundled/<name>,
+its self-contained copy. Nothing in it depends on the
 clock or on the order files are found in, so `--check` is stable.
 """
 
@@ -16,13 +17,14 @@ from triage.errors import BadInput
 from triage.kb.index import RuleSet, rule_files
 from triage.runbook.rule_docs import errors_page, index_page, rule_page
 from triage.classify.example_lines import example_error
+from triage.runbook.schema_bundle import BUNDLED, bundle_pages
 from triage.runbook.schema_docs import SUFFIX, reference_pages
 from triage.runbook.site_docs import load_sites_page
 
 REGENERATE = "ds-triage rules docs"
 SCHEMAS = Path("docs") / "schemas"  # the JSON output schemas, under the repository root
 # The generated pages of each folder; any other file there is left alone.
-PAGE_GLOBS = {"rules": "DS-*.md", "reference": "*.md"}
+PAGE_GLOBS = {"rules": "DS-*.md", "reference": "*.md", BUNDLED: "*" + SUFFIX}
 
 
 def load_sites():
@@ -80,7 +82,9 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
     if sites is None:
         sites, versions = load_sites()
     files["load-sites.md"] = load_sites_page(coverage(sites, ordered), versions or {})
-    files.update(reference_pages(load_schemas(root / SCHEMAS), lambda name: link(SCHEMAS / name, out / "reference")))
+    schemas = load_schemas(root / SCHEMAS)
+    files.update(reference_pages(schemas, lambda name: link(SCHEMAS / name, out / "reference")))
+    files.update(bundle_pages(schemas))
     return dict(sorted(files.items()))
 
 

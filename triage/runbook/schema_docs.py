@@ -191,7 +191,9 @@ def index_page(schemas: dict[str, dict], link) -> str:
     """docs/reference/index.md: every schema's page, title, the commands that print it and its file."""
     out = [GENERATED.format("", "schemas"), "", "# Output schemas", "",
            "The JSON each command prints: one page per schema file in docs/schemas/, generated from the file by "
-           "`ds-triage rules docs`. Validate output against the schema files; these pages are for reading.", "",
+           "`ds-triage rules docs`. Validate output against the schema files; these pages are for reading. "
+           "The files refer to each other; a validator with no registry (a plain `jsonschema.validate`) takes "
+           "the self-contained copy of each in docs/schemas/bundled/, which embeds the ones it refers to.", "",
            "| page | title | printed by | schema file |", "|---|---|---|---|"]
     for file in sorted(schemas):
         name, schema = page_name(file), schemas[file]
