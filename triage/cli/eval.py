@@ -19,6 +19,9 @@ def register(subparsers) -> None:
     parser.add_argument("corpus", nargs="?", metavar="CORPUS_DIR", help="corpus directory holding manifest.yaml (default: the bundled corpus/)")
     parser.add_argument("--json", action="store_true", help="print the JSON result (docs/schemas/eval.schema.json)")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    parser.add_argument("--pastes", action="store_true",
+                        help="also score the parts of each log people paste (the exception line, the last lines, "
+                        "no frames, wrapped, behind other loggers' prefixes) against the whole log (~10 s more)")
     parser.set_defaults(run=run)
 
 
@@ -34,8 +37,23 @@ def run(args) -> int:
     rules = load_rules(args.rules)
     result = evaluate(run_cases(corpus, cases, rules))
     rule_set = {"directory": str(rules.directory), "count": len(rules.rules), "digest": rules.digest}
-    emit(args.json, lambda: result.to_json(corpus=str(corpus), rule_set=rule_set),
-         lambda: render(result, corpus, len(rules.rules)))
+    pastes = None
+    if args.pastes:
+        from triage.eval import pastes as paste_curve
+
+        pastes = paste_curve.measure(corpus, cases, rules)
+
+    def as_json() -> dict:
+        data = result.to_json(corpus=str(corpus), rule_set=rule_set)
+        if pastes is not None:
+            data["pastes"] = [row.to_json() for row in pastes]
+        return data
+
+    def as_text() -> str:
+        text = render(result, corpus, len(rules.rules))
+        return text if pastes is None else text + "\n" + "\n".join(paste_curve.render(pastes)) + "\n"
+
+    emit(args.json, as_json, as_text)
     if not result.passed:
         failed = "; ".join(g.detail for g in result.gates if not g.passed)
         print(f"ds-triage: eval gates failed: {failed}", file=sys.stderr)

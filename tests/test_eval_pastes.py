@@ -1,0 +1,81 @@
+"""The paste-robustness curve (issue 17, point 2): each variant cuts a real corpus log the way
+its name says, and `eval --pastes` scores every variant beside the whole log."""
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from tests.conftest import ROOT, corpus_log
+from triage.classify.classifier import classify
+from triage.eval import pastes
+
+CHAINED = "cases/ds_to_universal-zero2-dp2-missing-shard.log"  # a chained traceback, frames with ^^^ markers
+DEMO = "cases/job-zero3-train-then-stage2-load.log"  # two ranks, torchrun's summary after the trace
+
+
+@pytest.fixture(scope="module", params=[CHAINED, DEMO])
+def cut(request, rules):
+    text = corpus_log(request.param)
+    exc = classify(text, rules=rules).incident.primary
+    lines = text.splitlines()
+    return lines, exc, {p.name: p.cut(lines, exc) for p in pastes.PASTES}
+
+
+def test_the_exception_line_is_the_line_of_the_primary_exception(cut):
+    lines, exc, got = cut
+    line = got["exception line only"]
+    assert "\n" not in line and exc.type.split(".")[-1] in line
+    assert line == lines[exc.log_line - 1]
+    for name in ("exception without frames", "last 5 lines", "last 20 lines", "traceback without frames"):
+        assert line in got[name].splitlines(), name
+
+
+def test_cuts_without_frames_have_no_frame_and_no_caret_line(cut):
+    _, _, got = cut
+    for name in ("exception without frames", "traceback without frames"):
+        assert not re.search(r'^\s*(\[\w+\]:?\s*)*File "', got[name], re.M), name
+        assert not any(set(line.strip()) <= set("^~") and line.strip() for line in got[name].splitlines()), name
+
+
+def test_last_n_lines_end_at_the_exception_and_count_n(cut):
+    lines, exc, got = cut
+    end = got["exception without frames"].splitlines()[-1]
+    for n in (5, 20):
+        kept = got[f"last {n} lines"].splitlines()
+        assert kept[-1] == end and len(kept) == min(n, lines.index(end) + 1)
+
+
+def test_type_cut_off_starts_with_the_message(cut):
+    _, exc, got = cut
+    if not exc.message:  # a bare `AssertionError`: nothing is left once the type is cut off
+        assert got["type cut off"] is None
+        return
+    first = got["type cut off"].splitlines()[0]
+    assert not first.startswith(exc.type.split(".")[-1]) and first == exc.message.splitlines()[0].strip()
+
+
+def test_wrapped_and_prefixed_logs_keep_every_character(cut):
+    lines, _, got = cut
+    wrapped = got[f"wrapped at {pastes.WRAP} columns"].splitlines()
+    assert max(map(len, wrapped)) <= pastes.WRAP and "".join(wrapped) == "".join(lines)
+    for tool, prefix in pastes.PREFIXES.items():
+        prefixed = got[f"behind {tool} prefix"].splitlines()
+        assert [line[len(prefix):] for line in prefixed] == lines and all(l.startswith(prefix) for l in prefixed)
+
+
+def test_eval_pastes_reports_every_variant_and_validates(cli):
+    proc = cli("eval", "--pastes", "--json")
+    data = json.loads(proc.stdout)
+    schema = json.loads((ROOT / "docs" / "schemas" / "bundled" / "eval.schema.json").read_text())
+    jsonschema.validate(data, schema)
+    rows = {row["variant"]: row for row in data["pastes"]}
+    assert set(rows) == {p.name for p in pastes.PASTES}
+    labelled = data["accuracy"]["cases"]
+    for row in rows.values():
+        assert 0 < row["cases"] <= labelled
+        # the variant's whole-log score is the whole log's on the same cases: at most the overall count
+        assert row["top3"] >= row["top1"] and row["whole_log_top1"] is not None
+    text = cli("eval", "--pastes").stdout.decode()
+    assert "pastes (each labelled log with a traceback" in text and "exception line only *" in text
