@@ -53,3 +53,15 @@ def test_architecture_diagram_is_mermaid_naming_real_packages(site):
     page = (site / "architecture" / "index.html").read_text()
     assert '<pre class="mermaid"><code>flowchart TD' in page
     assert "js/mermaid-init.js" in page and (site / "js" / "mermaid-init.js").is_file()
+
+
+def test_the_which_command_chart_names_real_commands(site):
+    """The guide's "which command when" chart: a Mermaid block whose every `ds-triage X` exists."""
+    from triage.cli import SUBCOMMANDS
+
+    block = re.search(r"## Which command when\n+```mermaid\n(.*?)```", (ROOT / "docs" / "guide.md").read_text(), re.S)
+    assert block, "docs/guide.md has no 'Which command when' chart"
+    named = set(re.findall(r"ds-triage (\w+)", block.group(1)))
+    assert {"classify", "triage", "probe", "repair", "verify", "stream"} <= named
+    assert named <= set(SUBCOMMANDS)
+    assert '<pre class="mermaid"><code>flowchart TD' in (site / "guide" / "index.html").read_text()
