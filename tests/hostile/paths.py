@@ -46,7 +46,7 @@ def prepare(baseline: Path, base: Path) -> Planted:
     tag = (root / "latest").read_text().strip()
     outside = base / "outside"
     outside.mkdir()
-    (outside / "secret.txt").write_text(f"{MARKER}\n")
+    (outside / "secret.txt").write_text(f"root:{MARKER}:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")  # as /etc/shadow
     shutil.copytree(root / tag, outside / tag)
     return Planted(base, root, tag, outside)
 
@@ -55,6 +55,12 @@ def latest_to_secret(p: Planted) -> None:
     """`latest` is a symlink to a secret file outside (as to /etc/shadow)."""
     (p.root / "latest").unlink()
     (p.root / "latest").symlink_to(p.secret)
+
+
+def latest_hardlink_to_secret(p: Planted) -> None:
+    """`latest` is a hard link to the secret (no symlink to refuse: its content must not be shown)."""
+    (p.root / "latest").unlink()
+    os.link(p.secret, p.root / "latest")
 
 
 def latest_dotdot(p: Planted) -> None:

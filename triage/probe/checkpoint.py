@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from triage.probe import confine
 
 LATEST_MAX_BYTES = 4096
+TAG_MAX_CHARS = 255  # a directory name (NAME_MAX)
 
 # File name -> kind, for the files DeepSpeed writes into a tag dir.
 SHARD_PATTERNS = (
@@ -233,7 +234,13 @@ def read_latest(root: str) -> Latest:
     if b"\0" in data:
         latest.error = "binary content (NUL bytes)"
         return latest
-    latest.text = data.decode("utf-8", errors="replace").strip()
+    text = data.decode("utf-8", errors="replace").strip()
+    if len(text) > TAG_MAX_CHARS or any(c < " " or c == "\x7f" for c in text):
+        # not a tag DeepSpeed could have written: possibly another file's content, so never shown
+        latest.error = latest.refused = (f"{len(data)} bytes that are not a tag name (over {TAG_MAX_CHARS} characters "
+                                         "or control characters): not shown")
+        return latest
+    latest.text = text
     return latest
 
 
