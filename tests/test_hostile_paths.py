@@ -111,6 +111,14 @@ def test_writes_never_follow_planted_symlinks(planted, monkeypatch, capsys):
     assert len(backups) == 1 and backups[0].read_text() == "global_step_gone"
 
 
+@pytest.mark.parametrize("action", ["fp32", "universal", "strip-optimizer"])
+def test_repairs_refuse_a_tag_with_a_planted_fifo(planted, action):
+    """A FIFO named so DeepSpeed's own glob (`*_optim_states.pt`) would open it: refused before any tool runs."""
+    os.mkfifo(planted.tag_dir / "extra_optim_states.pt")
+    proc = run("repair", action, planted.root, "--apply")
+    assert proc.returncode == 1 and "'extra_optim_states.pt': a FIFO, not a regular file" in proc.stderr, proc.stderr
+
+
 def test_backup_of_a_symlinked_latest_copies_the_link_not_the_secret(tmp_path):
     from triage.repair import files
 
