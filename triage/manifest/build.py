@@ -12,8 +12,10 @@ import os
 import time
 
 from triage import __version__
+from triage.errors import BadInput
 from triage.manifest import MANIFEST_NAME, SCHEMA_VERSION
 from triage.manifest.hashing import sha256_file
+from triage.probe import confine
 from triage.probe.context import ProbeContext
 from triage.repair import files
 
@@ -61,7 +63,11 @@ def build(tag_dir: str, fsync: bool = False) -> dict:
     for rel in tag_files(tag_dir):
         path = os.path.join(tag_dir, rel)
         size = os.stat(path).st_size
-        digest, read = sha256_file(path, fsync=fsync)
+        try:
+            digest, read = sha256_file(path, fsync=fsync, root=tag_dir)
+        except confine.Refused as exc:
+            raise BadInput(f"{tag_dir}/{confine.shown(rel)}: {exc.strerror}; a manifest hashes only regular files "
+                           "inside the tag") from None
         if read != size:
             raise OSError(f"{path} changed while it was hashed ({size} bytes, then {read}): is a save still running?")
         entries.append({"path": rel, "size": size, "sha256": digest})

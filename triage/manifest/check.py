@@ -9,9 +9,10 @@ import time
 from dataclasses import dataclass, field
 
 from triage.errors import BadInput
-from triage.manifest import SCHEMA_VERSION
+from triage.manifest import MANIFEST_NAME, SCHEMA_VERSION
 from triage.manifest.build import tag_files
 from triage.manifest.hashing import sha256_file
+from triage.probe import confine
 
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
@@ -40,9 +41,10 @@ class ManifestCheck:
                 "mb_per_s": self.mb_per_s, "tag": self.tag, "problems": list(self.problems)}
 
 
-def read(path: str) -> dict:
+def read(path: str, root: str | None = None) -> dict:
+    """The manifest at `path` (inside `root` when given: the tag's own manifest may not lead out of it)."""
     try:
-        with open(path, "rb") as f:
+        with confine.open_regular(path, root) as f:
             data = f.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         raise BadInput(f"manifest {path}: {exc.strerror or exc}") from None
@@ -60,7 +62,8 @@ def read(path: str) -> dict:
 
 
 def check(tag_dir: str, path: str, hashed: bool = True) -> ManifestCheck:
-    manifest = read(path)
+    own = os.path.abspath(path) == os.path.abspath(os.path.join(tag_dir, MANIFEST_NAME))
+    manifest = read(path, root=tag_dir if own else None)
     result = ManifestCheck(path=path, hashed=hashed, tag=manifest.get("tag"))
     listed = {}
     for entry in manifest["files"]:
@@ -70,6 +73,10 @@ def check(tag_dir: str, path: str, hashed: bool = True) -> ManifestCheck:
     start = time.monotonic()
     for rel, entry in listed.items():
         full = os.path.join(tag_dir, *rel.split("/"))
+        refused = _refused(tag_dir, full)
+        if refused:  # never hashed, so no digest of an outside file is ever printed
+            result.problems.append(f"{confine.shown(rel)}: {refused}")
+            continue
         if not os.path.isfile(full):
             result.problems.append(f"{rel}: missing (the manifest lists {entry['size']} bytes): a partial copy?")
             continue
@@ -81,7 +88,7 @@ def check(tag_dir: str, path: str, hashed: bool = True) -> ManifestCheck:
                                       else ": longer than saved"))
             continue
         if hashed:
-            digest, read_bytes = sha256_file(full)
+            digest, read_bytes = sha256_file(full, root=tag_dir)
             result.bytes += read_bytes
             if digest != entry.get("sha256"):
                 result.problems.append(f"{rel}: sha256 {digest[:16]}... differs from the manifest's "
@@ -95,3 +102,11 @@ def check(tag_dir: str, path: str, hashed: bool = True) -> ManifestCheck:
         result.problems.append(f"{len(extra)} file(s) not in the manifest (added after the save?): "
                                + ", ".join(extra[:5]))
     return result
+
+
+def _refused(tag_dir: str, path: str) -> str | None:
+    """Why a listed file is not read: it leads outside the tag dir, or is no regular file."""
+    if not confine.is_inside(tag_dir, path):
+        return "leads outside the tag dir (`..`, an absolute path or a symlink): not read"
+    special = confine.special(path)
+    return f"{special}, not a regular file: not read" if special else None

@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 import os
 
+from triage.probe.confine import open_regular
+
 CHUNK = 8 << 20
 
 
-def sha256_file(path: str, fsync: bool = False) -> tuple[str, int]:
-    """(hex digest, bytes read). fsync=True also flushes the file to disk (the guarded save)."""
+def sha256_file(path: str, fsync: bool = False, root: str | None = None) -> tuple[str, int]:
+    """(hex digest, bytes read). fsync=True also flushes the file to disk (the guarded save). A regular
+    file only (inside `root` when given): confine.Refused for a FIFO, a device or a way out of `root`."""
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as f:
+    with open_regular(path, root) as f:
         while True:
             block = f.read(CHUNK)
             if not block:

@@ -3,7 +3,8 @@
 Accepted: the checkpoint root (the `--load`/save dir, holding `latest` and the tag dirs), a tag
 dir (`global_stepN`), one shard file, `latest` itself, a Hugging Face Trainer `checkpoint-N`
 dir (a root) or its output dir (holding `checkpoint-N` dirs). Only directory listings and
-`latest` are read here; nothing is ever written.
+`latest` are read here; nothing is ever written. Whatever leads outside the root (a symlink, a
+`..` in `latest`) or is no regular file (a FIFO, a device) is left out and kept in `refused`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from triage.probe import confine
+
 LATEST_MAX_BYTES = 4096
+TAG_MAX_CHARS = 255  # a directory name (NAME_MAX)
 
 # File name -> kind, for the files DeepSpeed writes into a tag dir.
 SHARD_PATTERNS = (
@@ -62,6 +66,7 @@ class TagListing:
     shards: list[ShardName] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
     universal: bool = False  # a `zero/` folder: ds_to_universal output
+    refused: dict[str, str] = field(default_factory=dict)  # name -> why it is not read (confine)
 
     def of(self, *kinds: str) -> list[ShardName]:
         return [s for s in self.shards if s.kind in kinds]
@@ -126,6 +131,7 @@ class Latest:
     exists: bool = False
     text: str | None = None
     error: str | None = None
+    refused: str | None = None  # why it was not read (confine): outside the root, not a regular file
 
 
 @dataclass
@@ -139,6 +145,7 @@ class Checkpoint:
     tags: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # path -> why it could not be listed
     hf_weights: list[str] = field(default_factory=list)  # HF files found where no DeepSpeed state is
+    refused: dict[str, str] = field(default_factory=dict)  # path -> why it is not followed (confine)
     _listings: dict[str, TagListing] = field(default_factory=dict, repr=False)
 
     def listing(self, tag: str | None = None) -> TagListing | None:
@@ -146,7 +153,7 @@ class Checkpoint:
         if self.root is None or tag is None:
             return None
         if tag not in self._listings:
-            self._listings[tag] = list_tag(self.root, tag)
+            self._listings[tag] = list_tag(self.root, tag, confined=self.given_kind not in ("tag_dir", "shard"))
         return self._listings[tag]
 
     @property
@@ -154,10 +161,15 @@ class Checkpoint:
         return os.path.join(self.root, self.tag) if self.root and self.tag else None
 
 
-def list_tag(root: str, tag: str) -> TagListing:
+def list_tag(root: str, tag: str, confined: bool = True) -> TagListing:
+    """The tag's files by kind. confined=False when the user named the tag dir itself: it may be a
+    symlink anywhere, but its files still may not lead out of it."""
     path = os.path.join(root, tag)
     listing = TagListing(tag=tag, path=path, exists=os.path.isdir(path))
     if not listing.exists:
+        return listing
+    if confined and not confine.is_inside(root, path):
+        listing.error = "leads outside the checkpoint root (a symlink or `..`): not followed"
         return listing
     try:
         names = sorted(os.listdir(path))
@@ -165,6 +177,10 @@ def list_tag(root: str, tag: str) -> TagListing:
         listing.error = f"{type(exc).__name__}: {exc.strerror or exc}"
         return listing
     for name in names:
+        why = _unsafe(path, os.path.join(path, name))
+        if why:
+            listing.refused[name] = why
+            continue
         shard = parse_name(name)
         if shard:
             listing.shards.append(shard)
@@ -173,6 +189,14 @@ def list_tag(root: str, tag: str) -> TagListing:
         else:
             listing.other.append(name)
     return listing
+
+
+def _unsafe(root: str, path: str) -> str | None:
+    """Why `path` must not be read, or None: it leads outside `root`, or it is a FIFO, device or socket."""
+    if not confine.is_inside(root, path):
+        return "leads outside the checkpoint root (a symlink): not followed"
+    special = confine.special(path)
+    return f"{special}, not a regular file: not read" if special and special != "a directory" else None
 
 
 def _listdir(path: str, errors: dict) -> list[str]:
@@ -196,8 +220,11 @@ def read_latest(root: str) -> Latest:
     if not latest.exists:
         return latest
     try:
-        with open(latest.path, "rb") as f:
+        with confine.open_regular(latest.path, root) as f:
             data = f.read(LATEST_MAX_BYTES + 1)
+    except confine.Refused as exc:
+        latest.error = latest.refused = exc.strerror
+        return latest
     except OSError as exc:
         latest.error = f"{type(exc).__name__}: {exc.strerror or exc}"
         return latest
@@ -207,7 +234,13 @@ def read_latest(root: str) -> Latest:
     if b"\0" in data:
         latest.error = "binary content (NUL bytes)"
         return latest
-    latest.text = data.decode("utf-8", errors="replace").strip()
+    text = data.decode("utf-8", errors="replace").strip()
+    if len(text) > TAG_MAX_CHARS or any(c < " " or c == "\x7f" for c in text):
+        # not a tag DeepSpeed could have written: possibly another file's content, so never shown
+        latest.error = latest.refused = (f"{len(data)} bytes that are not a tag name (over {TAG_MAX_CHARS} characters "
+                                         "or control characters): not shown")
+        return latest
+    latest.text = text
     return latest
 
 
@@ -216,12 +249,17 @@ def step_key(tag: str):
     return (int(numbers[-1]) if numbers else -1, tag)
 
 
-def find_tags(root: str, errors: dict) -> list[str]:
-    """Subdirectories that hold DeepSpeed shards (or are named like a tag, when unlistable)."""
+def find_tags(root: str, errors: dict, refused: dict | None = None) -> list[str]:
+    """Subdirectories that hold DeepSpeed shards (or are named like a tag, when unlistable); one that
+    leads outside the root goes to `refused` instead."""
     tags = []
     for name in _listdir(root, errors):
         path = os.path.join(root, name)
         if not os.path.isdir(path) or HF_CHECKPOINT.match(name):
+            continue
+        if not confine.is_inside(root, path):
+            if refused is not None:
+                refused[path] = "a tag dir that leads outside the checkpoint root (a symlink): not followed"
             continue
         if _has_shards(path) or (not os.access(path, os.R_OK | os.X_OK) and re.match(r"^global_step\d+", name)):
             tags.append(name)
@@ -266,10 +304,16 @@ def locate(given: str) -> Checkpoint:
 
 
 def _finish(ckpt: Checkpoint) -> Checkpoint:
-    ckpt.tags = find_tags(ckpt.root, ckpt.errors)
+    ckpt.tags = find_tags(ckpt.root, ckpt.errors, ckpt.refused)
     ckpt.latest = read_latest(ckpt.root)
+    if ckpt.latest.refused:
+        ckpt.refused[ckpt.latest.path] = ckpt.latest.refused
+    named = ckpt.latest.text or None
+    if named and not confine.is_inside(ckpt.root, os.path.join(ckpt.root, named)):
+        ckpt.refused[ckpt.latest.path] = (f"names {confine.shown(named)}, which leads outside the checkpoint root: "
+                                          "not followed")
+        named = None
     if ckpt.tag is None:
-        named = ckpt.latest.text if ckpt.latest and ckpt.latest.text else None
         if named:
             ckpt.tag, ckpt.tag_source = named, "latest"
         elif ckpt.tags:

@@ -24,6 +24,8 @@ import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from triage.probe.confine import open_regular
+
 MAX_PICKLE_BYTES = 64 * 1024 * 1024  # data.pkl of a huge ZeRO-3 model is a few megabytes, not this
 
 # torch's legacy typed-storage class names (what the persistent ids name) -> dtype.
@@ -335,7 +337,7 @@ def read_shard(path: str) -> ShardMeta:
     """The shard's metadata; never raises for a bad file (ShardMeta.error says what is wrong)."""
     meta = ShardMeta(path=str(path))
     try:
-        with zipfile.ZipFile(path) as zf:
+        with open_regular(path) as f, zipfile.ZipFile(f) as zf:  # never a FIFO or device
             meta.prefix = pickle_record(zf).rpartition("/")[0]
             obj, unpickler = read_pickle(zf)
     except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError,

@@ -12,6 +12,8 @@ import struct
 import zipfile
 from dataclasses import dataclass, field
 
+from triage.probe.confine import open_regular
+
 LOCAL_HEADER = b"PK\x03\x04"
 LOCAL_HEADER_SIZE = 30
 # torch's legacy (pre-1.6, non-zip) format: a pickle of this magic number first.
@@ -38,7 +40,7 @@ class ZipCheck:
 def check(path: str, deep: bool = False) -> ZipCheck:
     result = ZipCheck(path=str(path))
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # never a FIFO or device
             result.size = os.fstat(f.fileno()).st_size
             _check_open(f, result, deep)
     except OSError as exc:

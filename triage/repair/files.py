@@ -1,7 +1,9 @@
 """Writing results safely: atomic replace of a small file, a dated backup, publishing a staged dir.
 
 Each write goes to a temporary name first and is fsynced, then renamed over (os.replace is
-atomic on POSIX), so a crash leaves either the old file or the new one, never half of one.
+atomic on POSIX), so a crash leaves either the old file or the new one, never half of one. The
+temporary is made O_EXCL in a dir this process creates, and nothing is written or copied through a
+symlink the checkpoint planted (probe/confine.py).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+
+from triage.probe import confine
 
 
 def fsync_dir(path: str) -> None:
@@ -25,13 +29,7 @@ def fsync_dir(path: str) -> None:
 
 
 def atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    confine.atomic_write(path, text)
 
 
 def backup_path(path: str) -> str:
@@ -44,10 +42,8 @@ def backup_path(path: str) -> str:
 
 
 def backup(path: str, target: str) -> None:
-    """Copy `path` to `target` (metadata too), fsynced, before `path` is replaced."""
-    shutil.copy2(path, target)
-    with open(target, "rb") as f:
-        os.fsync(f.fileno())
+    """Copy `path` to the new file `target`, fsynced, before `path` is replaced (a symlink as a symlink)."""
+    confine.backup(path, target)
 
 
 def fresh_staging(staging: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from triage.probe import checks
+from triage.probe import checks, confine
 from triage.probe.result import CONFIRMED
 from triage.repair.plan import Refused, Source
 
@@ -15,6 +15,10 @@ def require_whole(source: Source, action: str, only: set[str] | None = None) -> 
     """Refuse a tag a probe finds broken. `only`: the file names the action reads; damage to other
     files (an optimizer shard strip-optimizer leaves out) does not count."""
     problems = []
+    listing = source.ctx.listing
+    for name, why in (listing.refused.items() if listing is not None else ()):
+        # DeepSpeed's tools glob the tag themselves: they would open what the listing refused
+        problems.append(f"path: {confine.shown(name)}: {why}")
     for r in checks.run(source.ctx, GATE).values():
         if r.status != CONFIRMED:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from triage.probe import checks
+from triage.probe import checks, confine
 from triage.probe.checkpoint import step_key
 from triage.probe.context import ProbeContext
 from triage.probe.result import CONFIRMED, REFUTED
@@ -39,6 +39,8 @@ def plan(source: Source, options) -> Plan:
     root = ckpt.root
     latest_path = os.path.join(root, "latest")
     current = ckpt.latest.text if ckpt.latest and ckpt.latest.exists else None
+    if ckpt.latest and ckpt.latest.refused:
+        raise Refused(f"{latest_path}: not read ({ckpt.latest.refused}); remove it, then run `repair latest` again")
     if ckpt.latest and ckpt.latest.error:
         raise Refused(f"{latest_path}: cannot read it ({ckpt.latest.error}); fix its permissions first")
     candidates = [options.tag] if options.tag else sorted(ckpt.tags, key=step_key, reverse=True)
@@ -105,7 +107,7 @@ def structural(plan: Plan) -> list[Check]:
     for name, r in results.items():
         ok = r.status == REFUTED
         out.append(Check(f"probe {name}", ok, r.summary if ok else (r.headline or [r.summary])[0]))
-    with open(plan.out, encoding="utf-8") as f:
-        text = f.read().strip()
+    with confine.open_regular(plan.out, plan.root, "r") as f:
+        text = f.read(4096).strip()
     out.append(Check("latest names the tag", text == plan.tag, f"`latest` reads {text!r}"))
     return out

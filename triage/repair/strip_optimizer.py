@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 
 from triage.manifest.hashing import sha256_file
-from triage.probe import checks
+from triage.probe import checks, confine
 from triage.probe.context import ProbeContext
 from triage.probe.result import REFUTED
 from triage.probe.safe_pickle import read_shard
@@ -74,7 +73,7 @@ def execute(plan: Plan, staging: str) -> list[str]:
     tag_dir = os.path.join(staging, plan.tag)
     os.makedirs(tag_dir)
     for name in plan.data["copies"]:
-        shutil.copy2(os.path.join(plan.root, plan.tag, name), os.path.join(tag_dir, name))
+        confine.copy_regular(os.path.join(plan.root, plan.tag, name), os.path.join(tag_dir, name), plan.root)
     for command in plan.commands:
         run_tool(command, staging)
     files.atomic_write(os.path.join(staging, "latest"), plan.tag)

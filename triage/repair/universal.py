@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from triage.manifest.hashing import sha256_file
-from triage.probe import zipcheck
+from triage.probe import confine, zipcheck
 from triage.probe.layout import STAGE_FAMILY
 from triage.probe.target import config_stage
 from triage.repair.engine_config import config_for_check
@@ -98,8 +98,8 @@ def structural(plan: Plan) -> list[Check]:
     latest = os.path.join(plan.out, "latest_universal")
     named = None
     if os.path.isfile(latest):
-        with open(latest, encoding="utf-8") as f:
-            named = f.read().strip()
+        with confine.open_regular(latest, plan.out, "r") as f:
+            named = f.read(4096).strip()
     return [
         Check("zero/ parameter folders", not missing and bool(params),
               f"{len(params)} parameter folder(s), each with fp32.pt" if not missing else

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from triage.probe import confine
 from triage.probe.checkpoint import name_layout
 from triage.probe.context import ProbeContext
 from triage.probe.layout import expected_files
@@ -42,9 +43,16 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         newest = tags["complete"][-1] if tags["complete"] else None
         evidence.append(f"{latest.path}: missing; load_checkpoint(dir) without a tag warns and returns (None, None)"
                         + (f"; the newest complete tag is {newest} (pass tag={newest!r} or restore `latest`)" if newest else ""))
+    elif latest.refused:
+        complete = False
+        evidence.append(f"{latest.path}: {latest.refused}; see the path probe")
     elif latest.error:
         complete = False
         evidence.append(f"{latest.path}: cannot read it ({latest.error}); see the permission probe")
+    elif latest.text and not confine.is_inside(ckpt.root, os.path.join(ckpt.root, latest.text)):
+        complete = False
+        evidence.append(f"`latest` names {confine.shown(latest.text)}, outside the checkpoint root: not followed; "
+                        "see the path probe")
     else:
         checked += ["latest_missing", "latest_dangling"]
         text = latest.text or ""
@@ -53,7 +61,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             evidence.append(f"{latest.path} is empty")
         elif not os.path.isdir(os.path.join(ckpt.root, text)):
             signals.append("latest_dangling")
-            evidence.append(f"`latest` names {text!r}, but {os.path.join(ckpt.root, text)} does not exist")
+            evidence.append(f"`latest` names {confine.shown(text)}, but no such tag dir exists in {ckpt.root}")
         else:
             context.append(f"`latest` names {text!r}, which exists")
             if text in tags["incomplete"]:

@@ -3,7 +3,9 @@
 Confirmed: it does not exist (not_found), holds no DeepSpeed checkpoint (no_checkpoint; a
 Trainer dir with weights but no DeepSpeed state is no_deepspeed_state), or the dir the job
 passes to `load_checkpoint` is one level off (wrong_level: a tag dir, or a Trainer output dir
-above `checkpoint-N`).
+above `checkpoint-N`), or something in it was not followed (unsafe_path: `latest`, a tag dir or a
+shard that leads outside the checkpoint root, or a FIFO, device or socket where a file should be;
+see probe/confine.py).
 
 The path probed is whatever the user has at hand (a tag dir, a shard), so its own level is
 no fault. The level is judged on the target's load dir: `--load-dir`, or in `triage` the dir
@@ -15,11 +17,12 @@ from __future__ import annotations
 import os
 import shlex
 
+from triage.probe import confine
 from triage.probe.context import ProbeContext
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "path"
-SIGNALS = ("not_found", "no_checkpoint", "no_deepspeed_state", "wrong_level")
+SIGNALS = ("not_found", "no_checkpoint", "no_deepspeed_state", "wrong_level", "unsafe_path")
 
 
 def probe(ctx: ProbeContext) -> ProbeResult:
@@ -69,10 +72,26 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         context.append("given the `latest` file; its dir is the root")
     context.append(f"tags: {', '.join(ckpt.tags) if ckpt.tags else 'none'}; probing tag {ckpt.tag} "
                     f"(from {ckpt.tag_source})" if ckpt.tag else "no tag to probe")
+    checked.append("unsafe_path")
+    unsafe = _unsafe_paths(ctx)
+    if unsafe:
+        signals.append("unsafe_path")
+        evidence += unsafe
     layout = ctx.layout()
     if layout is not None:
         context.append(f"saved layout: {layout.describe()}")
     return _result(signals, checked, evidence, context, f"ls -la {ctx.q()}; cat {ctx.q('latest')}", complete=True)
+
+
+def _unsafe_paths(ctx: ProbeContext) -> list[str]:
+    """What the checkpoint plants that was refused: never followed, never read, never printed."""
+    out = [f"{path}: {why}" for path, why in ctx.ckpt.refused.items()]
+    listing = ctx.listing
+    if listing is not None:
+        if listing.error and "outside the checkpoint root" in listing.error:
+            out.append(f"tag {confine.shown(listing.tag)}: {listing.error}")
+        out += [f"{listing.tag}/{confine.shown(name)}: {why}" for name, why in listing.refused.items()]
+    return out
 
 
 def _wrong_level(load_dir: str, ckpt, given_kind: str, source: str) -> str:

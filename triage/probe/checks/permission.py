@@ -142,14 +142,14 @@ def _ancestors(path: str) -> list[str]:
 
 
 def _read_test(path: str) -> str | None:
-    flags = os.O_RDONLY | getattr(os, "O_NOATIME", 0)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOATIME", 0)  # a FIFO must not block
     try:
         try:
             fd = os.open(path, flags)
         except PermissionError:
-            if flags == os.O_RDONLY:
+            if not getattr(os, "O_NOATIME", 0):
                 raise
-            fd = os.open(path, os.O_RDONLY)  # O_NOATIME needs ownership; retry plainly
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NOATIME needs ownership; retry plainly
         try:
             os.read(fd, 4)
         finally:
