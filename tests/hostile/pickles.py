@@ -92,3 +92,93 @@ def add_key(shard: Path, key: str, value: bytes) -> Path:
         original = zf.read(data_pkl_name(zf))
     assert original.endswith(b"."), "a torch.save pickle ends with STOP"
     return rewrite_pickle(shard, original[:-1] + text(key) + value + b"s.")
+
+
+# ---------------------------------------------------------------- fuzz strategies (hypothesis)
+# Used by tests/test_fuzz_safe_reader.py (a bounded example count) and by
+# benchmarks/fuzz_safe_reader.py (a long run); imported lazily so the builders need no hypothesis.
+
+FUZZ_GLOBALS = [  # admitted stand-ins, and globals whose call would run code
+    "torch\nFloatStorage", "torch._utils\n_rebuild_tensor_v2", "collections\nOrderedDict", "builtins\nset",
+    "torch._tensor\n_rebuild_from_type_v2", "builtins\ngetattr", "deepspeed.runtime.zero.config\nZeroStageEnum",
+    "argparse\nNamespace", "_codecs\nencode", "torch\ndevice", "builtins\nexec", "posix\nsystem", "os\nsystem",
+    "builtins\neval", "subprocess\nPopen", "builtins\n__import__", "copy_reg\n_reconstructor",
+]
+
+
+def opcode_streams(marker: str):
+    """Sequences of pickle opcodes with arguments, valid and invalid: some lengths lie, some
+    globals would run `touch <marker>` if anything called them."""
+    import pickletools
+
+    from hypothesis import strategies as st
+
+    ops = list(pickletools.opcodes)
+    command = f"touch {marker}"
+
+    @st.composite
+    def one(draw):
+        op = draw(st.sampled_from(ops))
+        arg = op.arg
+        if arg is None:
+            return op.code.encode("latin-1")
+        if op.name in ("GLOBAL", "INST"):
+            body = (draw(st.sampled_from(FUZZ_GLOBALS)) + "\n").encode()
+        elif arg.n > 0:
+            body = draw(st.binary(min_size=arg.n, max_size=arg.n))
+        elif arg.n == pickletools.UP_TO_NEWLINE:
+            line = draw(st.one_of(st.sampled_from(["0", "1", "-7", "'x'", repr(command), "S'a'", "99999999"]),
+                                  st.text(st.characters(codec="ascii", exclude_characters="\n"), max_size=12)))
+            body = line.encode() + b"\n"
+        else:
+            payload = draw(st.one_of(st.just(command.encode()), st.binary(max_size=24)))
+            size = draw(st.one_of(st.just(len(payload)), st.integers(0, 2 ** 31 - 1)))  # sometimes a lie
+            width = {pickletools.TAKEN_FROM_ARGUMENT1: ("<B", 255), pickletools.TAKEN_FROM_ARGUMENT4: ("<i", 2 ** 31 - 1),
+                     pickletools.TAKEN_FROM_ARGUMENT4U: ("<I", 2 ** 32 - 1),
+                     pickletools.TAKEN_FROM_ARGUMENT8U: ("<Q", 2 ** 64 - 1)}[arg.n]
+            body = struct.pack(width[0], min(size, width[1])) + payload
+        return op.code.encode("latin-1") + body
+
+    return st.lists(one(), max_size=60).map(lambda parts: b"\x80\x02" + b"".join(parts) + b".")
+
+
+def mutated(real: list[bytes]):
+    """Real shards' pickles with bytes flipped, inserted, deleted, or cut short."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def edit(draw):
+        data = bytearray(draw(st.sampled_from(real)))
+        for _ in range(draw(st.integers(1, 6))):
+            at = draw(st.integers(0, len(data)))
+            kind = draw(st.sampled_from(["flip", "insert", "delete", "cut"]))
+            if kind == "flip" and at < len(data):
+                data[at] = draw(st.integers(0, 255))
+            elif kind == "insert":
+                data[at:at] = draw(st.binary(min_size=1, max_size=8))
+            elif kind == "delete":
+                del data[at:at + draw(st.integers(1, 8))]
+            elif kind == "cut":
+                del data[at:]
+        return bytes(data)
+
+    return edit()
+
+
+def log_texts():
+    """Arbitrary unicode, and log-like text assembled from traceback and launcher fragments."""
+    from hypothesis import strategies as st
+
+    fragments = st.sampled_from([
+        "Traceback (most recent call last):", '  File "/opt/ds/engine.py", line 2710, in load_checkpoint',
+        "    raise RuntimeError(msg)", "RuntimeError: Error(s) in loading state_dict for Model:",
+        "\tsize mismatch for w: copying a param with shape torch.Size([1x]) from checkpoint",
+        "[rank3]: ", "[default0]:", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "The above exception was the direct cause of the following exception:", "  exitcode  : -9",
+        "AssertionError", "deepspeed 0.19.8", "ZeRO stage 3", "KeyError: 'module'", "\x1b[31m", "...",
+        "During handling of the above exception, another exception occurred:", "rank  : 1 (local_rank: 1)",
+    ])
+    separators = st.sampled_from(["\n", "\r\n", "\r", "", " ", "\x00", "\u2028", "\n\n"])
+    assembled = st.lists(st.tuples(st.one_of(fragments, st.text(max_size=30)), separators), max_size=40).map(
+        lambda parts: "".join(f + s for f, s in parts))
+    return st.one_of(st.text(max_size=400), assembled)
