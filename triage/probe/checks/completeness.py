@@ -102,7 +102,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         if layout.names.layers[-1] > MAX_LAYER:
             evidence.append(f"a pipeline layer file numbered {layout.names.layers[-1]}: absurd (no model has more "
                             f"than {MAX_LAYER} layers); the file name is damaged or crafted")
-    if not signals:
+    if not signals and expected is not None:
         context.insert(0, f"all {len(present)} shard(s) present for the saved degrees")
     _against_target(ctx, layout, evidence, context, signals, checked)
     return result(complete)
