@@ -48,47 +48,66 @@ def prescan(data: bytes) -> None:
             opcodes += 1
             if opcodes > MAX_OPCODES:
                 raise OverCap(f"more than {MAX_OPCODES} opcodes")
-            name = op.name
-            _check_arg(name, arg)
-            if name == "MARK":
+            kind, to_mark, count, pushes = _SHAPE[op.name]
+            if arg is not None:
+                _check_arg(op.name, arg)
+            if kind == "mark":
                 marks.append(len(stack))
-                continue
-            if name in _PUTS or name == "MEMOIZE":
-                index = len(memo) if name == "MEMOIZE" else arg
+            elif kind == "put":
+                index = len(memo) if arg is None else arg  # MEMOIZE has no argument
                 if index > MAX_MEMO:
                     raise OverCap(f"memo index {index} over {MAX_MEMO}")
                 if stack:
                     memo[index] = stack[-1]
-                continue
-            if name in _GETS:
-                stack.append(memo.get(arg, [0]))
-                continue
-            if name == "DUP":
-                stack.append(stack[-1] if stack else [0])
-                continue
-            popped = _pop(op, stack, marks)
-            deepest = max((cell[0] for cell in popped), default=0)
-            if name in _MUTATORS:
-                items += len(popped)
-                if items > MAX_ITEMS:
-                    raise OverCap(f"more than {MAX_ITEMS} container elements")
-                if stack:
-                    stack[-1][0] = max(stack[-1][0], deepest + 1)
-                    if stack[-1][0] > MAX_DEPTH:
-                        raise OverCap(f"nesting deeper than {MAX_DEPTH}")
-                continue
-            for _ in op.stack_after:
-                if popped or name.startswith("EMPTY_"):
+            elif kind == "get":
+                stack.append(memo.get(arg, [0]) if op.name != "DUP" else stack[-1] if stack else [0])
+            else:
+                popped: list = []
+                if to_mark:
+                    begin = marks.pop() if marks else 0
+                    popped, stack[begin:] = stack[begin:], []
+                if count:
+                    popped += stack[-count:]
+                    del stack[-count:]
+                depth = 1
+                for cell in popped:
+                    if cell[0] >= depth:
+                        depth = cell[0] + 1
+                if depth > MAX_DEPTH:
+                    raise OverCap(f"nesting deeper than {MAX_DEPTH}")
+                if kind == "mutate":  # APPEND(S), SETITEM(S), ADDITEMS, BUILD: into the container below
+                    items += len(popped)
+                    if items > MAX_ITEMS:
+                        raise OverCap(f"more than {MAX_ITEMS} container elements")
+                    if stack and stack[-1][0] < depth:
+                        stack[-1][0] = depth
+                    continue
+                if pushes and (popped or kind == "empty"):
                     containers += 1
                     if containers > MAX_CONTAINERS:
                         raise OverCap(f"more than {MAX_CONTAINERS} containers or calls")
-                if deepest + 1 > MAX_DEPTH:
-                    raise OverCap(f"nesting deeper than {MAX_DEPTH}")
-                stack.append([deepest + 1 if popped else 1])
+                if pushes:  # 0 or 1 (only DUP pushes two, handled above)
+                    stack.append([depth])
     except OverCap:
         raise
     except (ValueError, IndexError, KeyError, TypeError) as exc:  # what genops says of a malformed stream
         raise pickle.UnpicklingError(f"malformed pickle: {exc}"[:200]) from None
+
+
+def _shape(op) -> tuple[str, bool, int, int]:
+    """(kind, pops down to a mark?, items popped besides, items pushed) of one opcode."""
+    name = op.name
+    kind = ("mark" if name == "MARK" else "put" if name in _PUTS or name == "MEMOIZE"
+            else "get" if name in _GETS or name == "DUP" else "mutate" if name in _MUTATORS
+            else "empty" if name.startswith("EMPTY_") else "other")
+    before = op.stack_before
+    to_mark = _MARK in before
+    if to_mark:
+        before = before[:before.index(_MARK)]
+    return kind, to_mark, len([b for b in before if b is not _SLICE]), len(op.stack_after)
+
+
+_SHAPE = {op.name: _shape(op) for op in pickletools.opcodes}
 
 
 def _check_arg(name: str, arg) -> None:
@@ -96,21 +115,6 @@ def _check_arg(name: str, arg) -> None:
         raise OverCap(f"an integer of more than {MAX_INT_BYTES} bytes")
     if isinstance(arg, (str, bytes, bytearray)) and len(arg) > MAX_TEXT_BYTES:
         raise OverCap(f"a string or bytes object of more than {MAX_TEXT_BYTES} bytes")
-
-
-def _pop(op, stack: list, marks: list) -> list:
-    """Remove what `op` consumes from the simulated stack; the cells it took."""
-    before = op.stack_before
-    popped: list = []
-    if _MARK in before:
-        start = marks.pop() if marks else 0
-        popped, stack[start:] = stack[start:], []
-        before = before[:before.index(_MARK)]
-    count = len([b for b in before if b is not _SLICE])
-    if count:
-        popped += stack[-count:]
-        del stack[-count:]
-    return popped
 
 
 def check_graph(obj) -> None:
