@@ -111,3 +111,14 @@ def test_an_absurd_layer_file_name_builds_no_range_and_is_reported():
     assert "layer_missing" in completeness["signals"]
     evidence = " ".join(completeness["evidence"])
     assert "layer file numbered 9999999999: absurd" in evidence and "(9999999999 in all)" in evidence, evidence
+
+
+def test_a_model_file_over_a_cap_is_bad_input_in_one_line():
+    from triage.errors import EXIT_BAD_INPUT
+
+    root = pc.copy_of(pc.HEALTHY, "over-cap-model")
+    model = hp.add_key(root / MODEL, "client", hp.deep_list(200_000))
+    proc = subprocess.run([sys.executable, "-m", "triage", "probe", str(root), "--model", str(model)], cwd=pc.ROOT,
+                          capture_output=True, text=True, timeout=TIMEOUT, preexec_fn=_one_gib)
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "nesting deeper than 100" in proc.stderr, proc.stderr
