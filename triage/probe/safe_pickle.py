@@ -9,7 +9,10 @@ unpickler:
   defined here (nothing is imported, nothing from the file is called);
 * a tensor becomes a `TensorMeta` (shape, dtype, storage key, offset), its storage is never read;
 * any other global is recorded in `ShardMeta.suspicious` and replaced by an inert placeholder
-  that records its arguments: a crafted shard whose pickle would run code is reported, never run.
+  that records its arguments: a crafted shard whose pickle would run code is reported, never run;
+* the stream is checked against caps first (pickle_bounds: opcodes, containers, depth, memo,
+  integer and string sizes) and the loaded graph for cycles, so a crafted `data.pkl` cannot
+  exhaust memory or time; each file gets its own stand-ins, so one cannot change another's reading.
 
 Cost: the central directory plus `data.pkl` (kilobytes for a DeepSpeed shard), independent of
 how large the tensors are. stdlib only: no torch, no deepspeed.
@@ -20,9 +23,9 @@ from __future__ import annotations
 import _compat_pickle
 import io
 import pickle
+import types
 import zipfile
 from collections import OrderedDict
-import types
 from dataclasses import dataclass, field
 
 from triage.probe.pickle_bounds import OverCap, check_graph, prescan
