@@ -47,9 +47,9 @@ def run(name: str, strategy, check, examples: int, fixed_seed: int | None) -> bo
     seconds = time.perf_counter() - start
     total = sum(verdicts.values())
     print(f"{name}: {total} examples in {seconds:.1f} s, {total / seconds:.0f} examples/s; "
-          + ", ".join(f"{k} {v}" for k, v in verdicts.most_common()))
+          + ", ".join(f"{k} {v}" for k, v in verdicts.most_common()), flush=True)
     if failure:
-        print(f"{name}: FAILED\n{failure}")
+        print(f"{name}: FAILED\n{failure}", flush=True)
     return failure is None
 
 
@@ -58,7 +58,7 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=20000, help="examples per target")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
-    print(f"command: {' '.join([Path(sys.executable).name] + sys.argv)}")
+    print(f"command: {' '.join([Path(sys.executable).name] + sys.argv)}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         shard, marker = Path(tmp, "shard.pt"), Path(tmp, "ran")
 

@@ -133,13 +133,29 @@ def opcode_streams(marker: str):
         else:
             payload = draw(st.one_of(st.just(command.encode()), st.binary(max_size=24)))
             size = draw(st.one_of(st.just(len(payload)), st.integers(0, 2 ** 31 - 1)))  # sometimes a lie
-            width = {pickletools.TAKEN_FROM_ARGUMENT1: ("<B", 255), pickletools.TAKEN_FROM_ARGUMENT4: ("<i", 2 ** 31 - 1),
+            width = {pickletools.TAKEN_FROM_ARGUMENT1: ("<B", 255),
+                     pickletools.TAKEN_FROM_ARGUMENT4: ("<i", 2 ** 31 - 1),
                      pickletools.TAKEN_FROM_ARGUMENT4U: ("<I", 2 ** 32 - 1),
                      pickletools.TAKEN_FROM_ARGUMENT8U: ("<Q", 2 ** 64 - 1)}[arg.n]
             body = struct.pack(width[0], min(size, width[1])) + payload
         return op.code.encode("latin-1") + body
 
-    return st.lists(one(), max_size=60).map(lambda parts: b"\x80\x02" + b"".join(parts) + b".")
+    generated = st.lists(one(), max_size=60).map(lambda parts: b"\x80\x02" + b"".join(parts) + b".")
+    return st.one_of(generated, valid_pickles())
+
+
+def valid_pickles():
+    """Well-formed pickles (protocols 0-5) of nested plain data: the streams the reader must read."""
+    import pickle
+
+    from hypothesis import strategies as st
+
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8),
+                       st.binary(max_size=8))
+    values = st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4),
+        st.tuples(inner, inner), st.frozensets(st.integers(), max_size=3)), max_leaves=20)
+    return st.tuples(values, st.integers(0, pickle.HIGHEST_PROTOCOL)).map(lambda v: pickle.dumps(*v))
 
 
 def mutated(real: list[bytes]):
