@@ -13,6 +13,10 @@ from triage.probe.checkpoint import NameLayout, TagListing, name_layout
 from triage.probe.safe_pickle import ShardMeta
 
 STAGE_FAMILY = {0: "0", 1: "1/2", 2: "1/2", 3: "3"}
+# Degrees and layer indices come from file names and from the shards' pickles, so a crafted or
+# damaged checkpoint can claim any number; ranges over them are built only under these caps.
+MAX_RANKS = 1 << 17  # the largest DeepSpeed jobs run on tens of thousands of GPUs
+MAX_LAYER = 100_000
 
 
 @dataclass
@@ -105,12 +109,40 @@ def saved_layout(listing: TagListing, model: ShardMeta | None, optim: ShardMeta 
         layout.dp = names.dp
     if layout.mp is None:
         layout.mp = names.mp
+    _refuse_absurd_degrees(layout)
     if names.bf16 is not None:
         layout.bf16 = names.bf16
     elif config is not None:
         bf16 = config.get("bf16") or config.get("bfloat16") or {}
         layout.bf16 = bool(bf16.get("enabled")) if isinstance(bf16, dict) else None
     return layout
+
+
+def _refuse_absurd_degrees(layout: SavedLayout) -> None:
+    """Drop (and note) a degree no real job has: 10**10 ranks would build a 10**10-long file list."""
+    for what in ("dp", "mp", "tp", "pp"):
+        value = getattr(layout, what)
+        if value is not None and not 1 <= value <= MAX_RANKS:
+            layout.notes.append(f"the saved {what} degree {value} is absurd (not 1..{MAX_RANKS}): ignored; "
+                                "the file names or metadata are damaged or crafted")
+            setattr(layout, what, None)
+    if layout.dp and layout.mp and layout.dp * layout.mp > MAX_RANKS:
+        layout.notes.append(f"dp {layout.dp} x mp {layout.mp} is more than {MAX_RANKS} ranks: absurd, ignored; "
+                            "the file names or metadata are damaged or crafted")
+        layout.dp = layout.mp = None
+
+
+def layer_gaps(layers: list[int], shown: int = 8) -> tuple[int, list[int]]:
+    """How many layer indices below the highest are missing, and the first `shown` of them,
+    without building a range as long as the highest index (a file name can say 9999999999)."""
+    first: list[int] = []
+    expected = 0
+    for layer in layers:  # sorted, distinct
+        while expected < layer and len(first) < shown:
+            first.append(expected)
+            expected += 1
+        expected = layer + 1
+    return (layers[-1] + 1 - len(layers) if layers else 0), first
 
 
 def saved_offload(config: dict | None) -> dict[str, str]:

@@ -9,7 +9,10 @@ unpickler:
   defined here (nothing is imported, nothing from the file is called);
 * a tensor becomes a `TensorMeta` (shape, dtype, storage key, offset), its storage is never read;
 * any other global is recorded in `ShardMeta.suspicious` and replaced by an inert placeholder
-  that records its arguments: a crafted shard whose pickle would run code is reported, never run.
+  that records its arguments: a crafted shard whose pickle would run code is reported, never run;
+* the stream is checked against caps first (pickle_bounds: opcodes, containers, depth, memo,
+  integer and string sizes) and the loaded graph for cycles, so a crafted `data.pkl` cannot
+  exhaust memory or time; each file gets its own stand-ins, so one cannot change another's reading.
 
 Cost: the central directory plus `data.pkl` (kilobytes for a DeepSpeed shard), independent of
 how large the tensors are. stdlib only: no torch, no deepspeed.
@@ -20,11 +23,13 @@ from __future__ import annotations
 import _compat_pickle
 import io
 import pickle
+import types
 import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from triage.probe.confine import open_regular
+from triage.probe.pickle_bounds import OverCap, check_graph, prescan
 
 MAX_PICKLE_BYTES = 64 * 1024 * 1024  # data.pkl of a huge ZeRO-3 model is a few megabytes, not this
 
@@ -173,7 +178,8 @@ def _safe_codecs_encode(obj, encoding="utf-8", errors="strict"):
 
 
 def _device(*args):
-    return "device(" + ", ".join(map(str, args)) + ")"
+    # str() of anything else could recurse through a crafted structure
+    return "device(" + ", ".join(str(a) if isinstance(a, (str, int)) else "?" for a in args) + ")"
 
 
 def _allowed() -> dict[tuple[str, str], object]:
@@ -214,6 +220,22 @@ def _allowed() -> dict[tuple[str, str], object]:
     return allowed
 
 
+def _fresh(value):
+    """A private copy of a stand-in: BUILD in one file's pickle can set attributes on what
+    find_class returned (a function's __defaults__, a storage type's dtype); with a copy per
+    file that never reaches another shard. Builtin types and strings cannot be changed."""
+    if isinstance(value, types.FunctionType):
+        copy = types.FunctionType(value.__code__, value.__globals__, value.__name__, value.__defaults__,
+                                  value.__closure__)
+        copy.__kwdefaults__ = dict(value.__kwdefaults__) if value.__kwdefaults__ else None
+        return copy
+    if isinstance(value, (_StorageType, _TensorType)):
+        return type(value)(*vars(value).values())
+    if isinstance(value, type) and issubclass(value, Record):
+        return _record_class(value.qualname)
+    return value
+
+
 ALLOWED = _allowed()
 # What torch.load(weights_only=True) refuses among the admitted globals: DeepSpeed's own classes.
 NOT_WEIGHTS_ONLY = {k for k in ALLOWED if k[0].startswith(("deepspeed.", "argparse", "numpy"))}
@@ -225,6 +247,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self.globals_seen: set[tuple[str, str]] = set()
         self.suspicious: list[str] = []
         self.storages: dict[str, StorageMeta] = {}
+        self.allowed: dict[tuple[str, str], object] = {}  # this file's own stand-ins (see _fresh)
 
     def find_class(self, module: str, name: str):  # never imports: a lookup in ALLOWED only
         # Python 2 names (protocol < 3 pickles: `__builtin__`, `copy_reg`) as pickle itself maps them.
@@ -235,7 +258,9 @@ class _RestrictedUnpickler(pickle.Unpickler):
         key = (module, name)
         self.globals_seen.add(key)
         if key in ALLOWED:
-            return ALLOWED[key]
+            if key not in self.allowed:
+                self.allowed[key] = _fresh(ALLOWED[key])
+            return self.allowed[key]
         if key in (("builtins", "getattr"), ("__builtin__", "getattr")):
             return self._enum_member
         qualname = f"{module}.{name}"
@@ -292,6 +317,7 @@ class ShardMeta:
     optim_ds_version: object = None  # ds_version inside optimizer_state_dict (what ZeRO-1/2 and bf16 check)
     storages: dict[str, StorageMeta] = field(default_factory=dict)
     prefix: str = ""
+    over_cap: str | None = None  # which cap (pickle_bounds) the pickle went over; error is set too
 
     @property
     def weights_only_refused(self) -> list[str]:
@@ -329,8 +355,11 @@ def read_pickle(zf: zipfile.ZipFile) -> tuple[object, _RestrictedUnpickler]:
         raise pickle.UnpicklingError(f"data.pkl is {info.file_size} bytes, more than the {MAX_PICKLE_BYTES} read")
     with zf.open(info) as f:
         data = f.read(MAX_PICKLE_BYTES + 1)
+    prescan(data)
     unpickler = _RestrictedUnpickler(data)
-    return unpickler.load(), unpickler
+    obj = unpickler.load()
+    check_graph(obj)
+    return obj, unpickler
 
 
 def read_shard(path: str) -> ShardMeta:
@@ -340,6 +369,11 @@ def read_shard(path: str) -> ShardMeta:
         with open_regular(path) as f, zipfile.ZipFile(f) as zf:  # never a FIFO or device
             meta.prefix = pickle_record(zf).rpartition("/")[0]
             obj, unpickler = read_pickle(zf)
+    except OverCap as exc:
+        meta.over_cap = str(exc)
+        meta.suspicious = [f"over the safe reader's cap: {exc}"]
+        meta.error = f"not read: its pickle goes over the safe reader's cap ({exc})"
+        return meta
     except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError,
             KeyError, IndexError, AttributeError, MemoryError, RecursionError, NotImplementedError,
             OverflowError, UnicodeDecodeError) as exc:

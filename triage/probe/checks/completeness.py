@@ -15,7 +15,7 @@ vs ZeRO), world_size_differs (a ZeRO or model-parallel checkpoint on another wor
 from __future__ import annotations
 
 from triage.probe.context import ProbeContext
-from triage.probe.layout import STAGE_FAMILY, expected_files, files_for_target
+from triage.probe.layout import MAX_LAYER, STAGE_FAMILY, expected_files, files_for_target, layer_gaps
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "completeness"
@@ -94,11 +94,15 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                             "probably died before finishing (preemption, OOM kill, full disk)")
     if layout.names.layers:
         checked.append("layer_missing")
-        gaps = sorted(set(range(layout.names.layers[-1] + 1)) - set(layout.names.layers))
-        if gaps:
+        missing, gaps = layer_gaps(layout.names.layers)
+        if missing:
             signals.append("layer_missing")
-            evidence.append("pipeline layer files missing: " + ", ".join(f"layer_{i:02d}-model_states.pt" for i in gaps))
-    if not signals:
+            evidence.append("pipeline layer files missing: " + ", ".join(f"layer_{i:02d}-model_states.pt" for i in gaps)
+                            + (f" ... ({missing} in all)" if missing > len(gaps) else ""))
+        if layout.names.layers[-1] > MAX_LAYER:
+            evidence.append(f"a pipeline layer file numbered {layout.names.layers[-1]}: absurd (no model has more "
+                            f"than {MAX_LAYER} layers); the file name is damaged or crafted")
+    if not signals and expected is not None:
         context.insert(0, f"all {len(present)} shard(s) present for the saved degrees")
     _against_target(ctx, layout, evidence, context, signals, checked)
     return result(complete)

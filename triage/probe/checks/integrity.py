@@ -53,6 +53,13 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             evidence.append(f"{shard.name}: {z.problem}: {z.detail}")
             continue
         meta = ctx.meta(shard.name)
+        if meta.over_cap:
+            signals.append("suspicious_pickle")
+            bad.append(path)
+            evidence.append(f"{shard.name}: its pickle goes over the safe reader's cap ({meta.over_cap}), which no "
+                            "DeepSpeed checkpoint's metadata comes near: built to exhaust memory or time. Not read "
+                            "further; do not load this file")
+            continue
         if meta.error:
             signals.append("bad_pickle")
             bad.append(path)

@@ -100,7 +100,7 @@ def _describe_tags(ctx: ProbeContext) -> dict[str, list[str]]:
             zero3 = {(s.dp, s.mp) for s in listing.of("zero3_model")}
             whole = whole and bool(optim) and zero3 == ranks and len(ranks) == names.dp * names.mp
         if names.layers:
-            whole = whole and names.layers == list(range(names.layers[-1] + 1))
+            whole = whole and len(names.layers) == names.layers[-1] + 1  # sorted and distinct: no gap
         if tag == ctx.ckpt.tag and whole:  # the probed tag: by its saved degrees too (as completeness does)
             layout = ctx.layout()
             expected = expected_files(layout) if layout else None
