@@ -218,8 +218,8 @@ NOT_WEIGHTS_ONLY = {k for k in ALLOWED if k[0].startswith(("deepspeed.", "argpar
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    def __init__(self, data: bytes):
-        super().__init__(io.BytesIO(data))
+    def __init__(self, data):  # bytes, or a binary file (a legacy .pt is read pickle by pickle)
+        super().__init__(data if hasattr(data, "read") else io.BytesIO(data))
         self.globals_seen: set[tuple[str, str]] = set()
         self.suspicious: list[str] = []
         self.storages: dict[str, StorageMeta] = {}
@@ -341,6 +341,36 @@ def read_shard(path: str) -> ShardMeta:
     except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError,
             KeyError, IndexError, AttributeError, MemoryError, RecursionError, NotImplementedError,
             OverflowError, UnicodeDecodeError) as exc:
+        meta.error = f"{type(exc).__name__}: {exc}"[:300]
+        return meta
+    meta.suspicious = list(unpickler.suspicious)
+    meta.globals_seen = sorted(f"{m}.{n}" for m, n in unpickler.globals_seen)
+    meta.storages = dict(unpickler.storages)
+    _describe(meta, obj)
+    return meta
+
+
+# torch's legacy (non-zip) .pt: pickles of the magic number, the protocol version, sys_info, then the
+# object graph (storages as persistent ids), then the storage keys and the raw storage bytes.
+LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+LEGACY_PROTOCOL = 1001
+
+
+def read_legacy_shard(path: str) -> ShardMeta:
+    """read_shard for torch's legacy format: the same restricted walk over its header and object pickles;
+    never reads the storage bytes. ShardMeta.error when the file is not a legacy .pt it can follow."""
+    meta = ShardMeta(path=str(path))
+    try:
+        with open(path, "rb") as f:
+            unpickler = _RestrictedUnpickler(f)
+            if unpickler.load() != LEGACY_MAGIC_NUMBER or unpickler.load() != LEGACY_PROTOCOL:
+                raise pickle.UnpicklingError("not torch's legacy format (magic number or protocol differ)")
+            if not isinstance(unpickler.load(), dict):  # sys_info
+                raise pickle.UnpicklingError("legacy header: sys_info is not a dict")
+            obj = unpickler.load()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
+            AttributeError, MemoryError, RecursionError, NotImplementedError, OverflowError,
+            UnicodeDecodeError) as exc:
         meta.error = f"{type(exc).__name__}: {exc}"[:300]
         return meta
     meta.suspicious = list(unpickler.suspicious)

@@ -78,13 +78,15 @@ def save_checkpoint_safely(engine, save_dir: str, tag=None, client_state: dict |
 def publish(save_dir: str, tag: str, write_manifest: bool = True) -> None:
     """Rank 0, after every rank saved into the staging dir: verify, manifest, rename, `latest`."""
     from triage.manifest import build
-    from triage.probe import checks
+    from triage.probe import checks, trust
     from triage.probe.context import ProbeContext
     from triage.probe.result import CONFIRMED
 
     staged = os.path.join(save_dir, STAGING, tag)
     results = checks.run(ProbeContext.for_path(staged), GATE)
     broken = [f"{r.name}: {(r.headline or [r.summary])[0]}" for r in results.values() if r.status == CONFIRMED]
+    untrusted = trust.scan(staged).untrusted  # what the next load would open must be verified safe too
+    broken += [f"trust: {f.name}: {f.verdict} ({f.detail})" for f in untrusted]
     if broken:
         raise GuardedSaveError(f"the new tag {tag} failed verification ({'; '.join(broken[:3])}); `latest` is "
                                f"unchanged and the files are kept in {staged}")

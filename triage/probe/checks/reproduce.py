@@ -1,6 +1,9 @@
 """reproduce (`--reproduce`): DeepSpeed's own load of the checkpoint, for real, then its output
 read back through the classifier.
 
+Nothing loads before the trust gate (triage/probe/trust.py) has verified every file the load would
+open: a suspicious or unverifiable one refuses the probe (exit 5) unless --trust-checkpoint.
+
 torchrun on CPU (gloo) with the target world size, the target ds_config (--config, the one the
 log printed, else the one saved in the checkpoint) and the model from --model-factory, or, without
 one, a stand-in built from the saved param_shapes (triage/repair/twin.py). The load runs in
@@ -37,9 +40,11 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if config is None:
         return ProbeResult(NAME, INCONCLUSIVE, "no ds_config to load with: give --config", [], "")
 
+    from triage.probe import trust
     from triage.repair import real_load
     from triage.repair.plan import LoadSpec
 
+    trusted = trust.gate(ctx.ckpt.tag_dir, ctx.trust_checkpoint, "probe --reproduce")  # before any real load
     load_dir = ctx.target.load_dir or ctx.ckpt.root
     tag = None if ctx.ckpt.tag_source == "latest" else ctx.ckpt.tag  # as the job would: `latest` decides
     spec = LoadSpec(mode="resume", load_dir=load_dir, tag=tag, world_size=world, config=config,
@@ -50,7 +55,9 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     context = [f"loaded {load_dir}" + (f", tag {tag}" if tag else " (tag from `latest`)") + f" on {world} rank(s) "
                f"({world_source}), ds_config: {config_source}", f"model: {model}",
                f"ran: {result.command} ({result.seconds:.1f} s)"]
-    evidence, facts = [], {"load": result.to_json()}
+    if trusted.trusted_note():
+        context.insert(0, trusted.trusted_note())
+    evidence, facts = [], {"load": result.to_json(), "trust": trusted.to_json()}
     if not result.ok:
         evidence.append(f"DeepSpeed's load failed: {result.detail}")
         report = _classified(result.output or "\n".join(result.log))
