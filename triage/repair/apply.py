@@ -48,7 +48,13 @@ def make_plan(action: str, path: str, options: Options) -> Plan:
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or directory")
     source = Source.locate(path, options.tag)
-    return registry.action(action).plan(source, options)
+    plan = registry.action(action).plan(source, options)
+    if plan.tag:
+        scanned = trust.scan(os.path.join(plan.root, plan.tag))
+        if scanned.untrusted:
+            plan.notes.append(f"--apply refuses this tag unless --trust-checkpoint: {len(scanned.untrusted)} file(s) "
+                              f"not verified safe ({scanned.describe()})")
+    return plan
 
 
 def skip_reason(plan: Plan, options: Options) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 
+from triage.probe import trust
 from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file
 from triage.probe.result import INCONCLUSIVE, ProbeResult, outcome
@@ -29,6 +30,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     layout = ctx.layout()
     if ctx.ckpt.root is None or layout is None:
         return ProbeResult(NAME, INCONCLUSIVE, "no checkpoint tag to load", [], "")
+    trusted = trust.gate(ctx.ckpt.tag_dir, ctx.trust_checkpoint, "probe --reproduce")  # before anything else
     model_file = first_model_file(ctx.listing)
     meta = ctx.meta(model_file.name) if model_file else None
     twin = [{k: list(v) for k, v in g.items()} for g in (meta.param_group_shapes or [])] if meta else []
@@ -40,11 +42,9 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if config is None:
         return ProbeResult(NAME, INCONCLUSIVE, "no ds_config to load with: give --config", [], "")
 
-    from triage.probe import trust
     from triage.repair import real_load
     from triage.repair.plan import LoadSpec
 
-    trusted = trust.gate(ctx.ckpt.tag_dir, ctx.trust_checkpoint, "probe --reproduce")  # before any real load
     load_dir = ctx.target.load_dir or ctx.ckpt.root
     tag = None if ctx.ckpt.tag_source == "latest" else ctx.ckpt.tag  # as the job would: `latest` decides
     spec = LoadSpec(mode="resume", load_dir=load_dir, tag=tag, world_size=world, config=config,
