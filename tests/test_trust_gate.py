@@ -167,7 +167,6 @@ def test_a_healthy_checkpoint_passes_the_gate_and_loads(tmp_path):
 @pytest.mark.parametrize("kind,command", [
     ("zip", ("probe", "--reproduce")),
     ("legacy", ("repair", "fp32", "--apply")),
-    ("stray", ("repair", "fp32", "--apply")),
 ])
 def test_trust_checkpoint_loads_it_and_the_report_says_so(kind, command, tmp_path):
     """The override is real: the load goes ahead (the payload runs, which is what trusting means) and the
@@ -182,5 +181,82 @@ def test_trust_checkpoint_loads_it_and_the_report_says_so(kind, command, tmp_pat
                    timeout=900)
         note = json.loads(proc.stdout)["trusted_note"]
     assert note.startswith("loaded with --trust-checkpoint: 1 file(s) not verified safe"), note
-    assert ("extra_optim_states.pt" if kind == "stray" else "mp_rank_00_model_states.pt") in note
+    assert "mp_rank_00_model_states.pt" in note
     assert marker.exists(), "the trusted load did not read the planted file"
+
+
+@pytest.mark.slow
+def test_the_converter_does_open_a_stray_file_only_its_glob_names(tmp_path):
+    """Why the gate uses DeepSpeed's globs: zero_to_fp32 unpickles `extra_optim_states.pt` (the payload runs)
+    before it notices one file too many. Trusted, the error still names what went unverified."""
+    root, marker = hostile("stray", tmp_path)
+    proc = run("repair", "fp32", root, "--out", tmp_path / "out", "--apply", "--trust-checkpoint", timeout=900)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "found 3 files" in err, err
+    assert "loaded with --trust-checkpoint: 1 file(s) not verified safe: extra_optim_states.pt" in err
+    assert marker.exists() and not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- rule commands that run pickles
+
+UNSAFE = "python -c \"import sys, torch; print(sorted(torch.load(sys.argv[1], weights_only=False)))\" {{ckpt}}/{{tag}}/x.pt"
+
+
+def _rule_with_unsafe_command(flag: bool) -> str:
+    from tests.rule_files import valid_rule
+
+    unsafe = f"          - command: {UNSAFE}\n" + ("            runs_checkpoint_code: true\n" if flag else "") + \
+        "            shows: the keys\n"
+    text = valid_rule()
+    safe = "          - command: ls -la {ckpt}/{tag}\n"
+    return text.replace(safe, unsafe.replace("{{", "{").replace("}}", "}") + safe)  # the unsafe one first
+
+
+def test_lint_rejects_an_unmarked_weights_only_false_command(tmp_path):
+    from tests.rule_files import rules_dir
+    from triage.errors import BadRules
+    from triage.kb import load_rules
+
+    directory = rules_dir(tmp_path, {"DS-T001-test.yaml": _rule_with_unsafe_command(flag=False)})
+    with pytest.raises(BadRules) as info:
+        load_rules(directory, use_cache=False)
+    [problem] = info.value.problems
+    assert "weights_only=False" in problem and "runs_checkpoint_code: true" in problem and ":13:" in problem
+
+
+def test_a_marked_command_is_shown_last_with_a_warning(tmp_path):
+    from tests.rule_files import rules_dir
+    from triage.kb import load_rules
+    from triage.kb.verify_steps import WARNING, ordered
+
+    directory = rules_dir(tmp_path, {"DS-T001-test.yaml": _rule_with_unsafe_command(flag=True)})
+    [rule] = load_rules(directory, use_cache=False).rules
+    assert rule.data["verify"][0]["runs_checkpoint_code"]  # written first in the rule
+    steps = ordered(rule.data["verify"])
+    assert [s["command"].split()[0] for s in steps] == ["ls", "python"]
+    assert steps[1]["shows"].endswith(f"({WARNING})") and WARNING not in steps[0]["shows"]
+
+
+def test_every_shipped_command_that_runs_pickles_is_marked_and_last():
+    """The shipped rules: weights_only=False only where marked; classify's JSON lists marked ones last."""
+    from triage.kb import load_rules
+    from triage.kb.verify_steps import WARNING, ordered
+
+    marked = 0
+    for rule in load_rules().rules:
+        steps = ordered(rule.data["verify"])
+        flags = [bool(s.get("runs_checkpoint_code")) for s in steps]
+        assert flags == sorted(flags), rule.id
+        for step in steps:
+            unsafe = "weights_only=False" in step["command"]
+            assert unsafe == bool(step.get("runs_checkpoint_code")), (rule.id, step["command"])
+            assert (WARNING in step["shows"]) == unsafe
+            marked += unsafe
+    assert 0 < marked <= 3  # the rest read with weights_only=True and DeepSpeed's globals allowed
+
+
+def test_the_runbook_json_names_and_warns_a_command_that_runs_pickles():
+    proc = run("runbook", "DS-M102", "--json")
+    steps = json.loads(proc.stdout)["page"]["verify"]
+    assert [s["runs_checkpoint_code"] for s in steps] == [False, True]
+    assert "weights_only=False" in steps[1]["command"] and "WARNING: runs the file's pickled code" in steps[1]["shows"]

@@ -6,7 +6,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from triage.errors import BadInput
+from triage.errors import BadInput, TriageError
 from triage.probe import trust
 from triage.repair import files, registry
 from triage.repair.plan import Check, Options, Plan, Source
@@ -77,6 +77,12 @@ def apply(plan: Plan, options: Options) -> Outcome:
         try:
             outcome.done += module.execute(plan, plan.staging)
             files.publish(plan.staging, plan.out)
+        except TriageError as exc:
+            shutil.rmtree(plan.staging, ignore_errors=True)
+            note = outcome.trust.trusted_note() if outcome.trust else None
+            if note:  # the error, not a report, is all the user sees: it must still say what was trusted
+                exc.message = f"{note}. {exc.message}"
+            raise
         except BaseException:
             shutil.rmtree(plan.staging, ignore_errors=True)
             raise
