@@ -10,7 +10,8 @@ Every rank calls it, as with engine.save_checkpoint. It
    write `latest`; the staging dir holds no shards at its top, so neither DeepSpeed nor ds-triage
    takes it for a tag);
 2. on rank 0, after every rank has written (save_checkpoint ends in a barrier): runs the probe
-   layer on the staged tag (completeness, permission, integrity), writes its manifest
+   layer on the staged tag (completeness, permission, integrity) and the trust gate (every file the
+   next load opens must be verified safe: triage/probe/trust.py), writes its manifest
    (`<tag>/ds-triage-manifest.json`, every file hashed and fsynced), renames the tag dir into
    `save_dir` (one rename on the same filesystem), and only then replaces `latest` atomically
    (temporary file, fsync, os.replace);
