@@ -6,6 +6,7 @@ EXIT_UNKNOWN = 1  # ran fine, no checkpoint-load failure recognised
 EXIT_USAGE = 2  # bad command line (argparse uses 2 as well)
 EXIT_BAD_INPUT = 3  # the log could not be read: missing, binary, unreadable
 EXIT_BAD_RULES = 4  # the knowledge base is invalid (a rule file, the schema)
+EXIT_UNTRUSTED = 5  # a real load refused: a file it would open is not verified safe (--trust-checkpoint)
 EXIT_INTERNAL = 70  # a bug in ds-triage itself (EX_SOFTWARE)
 # `ds-triage probe` reads the other way round: 0 when the checkpoint shows nothing wrong.
 EXIT_PROBE_CLEAN = 0  # every probe refuted its problem or could not tell

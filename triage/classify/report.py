@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from triage.classify.commands import render
+from triage.kb.verify_steps import ordered, runs_code
 from triage.logs.incident import Incident
 from triage.classify.match import Hypothesis
 
@@ -50,8 +51,9 @@ class Report:
 
     def verify_steps(self, hypothesis: Hypothesis) -> list[dict]:
         return [
-            {"command": render(step["command"], self.facts), "shows": step["shows"]}
-            for step in hypothesis.rule.data["verify"]
+            {"command": render(step["command"], self.facts), "shows": step["shows"],
+             "runs_checkpoint_code": runs_code(step)}
+            for step in ordered(hypothesis.rule.data["verify"])
         ]
 
     def in_verification_order(self) -> list[Hypothesis]:

@@ -53,6 +53,9 @@ def add_target_options(parser) -> None:
     parser.add_argument("--model-factory", metavar="MODULE:FUNCTION",
                         help="with --reproduce: a function returning your model (or a dict with model, optimizer); "
                         "default: a stand-in with the saved parameter names and shapes")
+    parser.add_argument("--trust-checkpoint", action="store_true",
+                        help="with --reproduce: load it even when a file it opens is not verified safe (a pickle "
+                        "naming code to run, a legacy or unreadable file); only for a checkpoint you trust")
     parser.add_argument("--host-memory", type=byte_size, metavar="SIZE",
                         help="memory of the node the load runs on (e.g. 256G), when it is not this host: "
                         "runs the memory probe against it")
@@ -103,6 +106,7 @@ def context_from(args, log_text: str | None = None):
                              f"{who.name} instead (sudo -u {who.name} ds-triage ...)")
     ctx = ProbeContext.for_path(args.ckpt, target, deep=args.deep, reproduce=args.reproduce,
                                 model_factory=args.model_factory, host_memory=args.host_memory,
+                                trust_checkpoint=args.trust_checkpoint,
                                 ranks_per_node=args.ranks_per_node, as_user=who)
     ckpt = ctx.ckpt
     if target.load_tag and ckpt.tag_source != "given" and target.load_tag in ckpt.tags:

@@ -40,6 +40,9 @@ def register(subparsers) -> None:
     parser.add_argument("--safetensors", action="store_true", help="fp32: write .safetensors instead of .bin")
     parser.add_argument("--max-shard-size", metavar="SIZE", help="fp32: split the output into shards of at most "
                         "SIZE (e.g. 5GB) with an index JSON")
+    parser.add_argument("--trust-checkpoint", action="store_true", help="with --apply: convert and load it even "
+                        "when a file it opens is not verified safe (a pickle naming code to run, a legacy or "
+                        "unreadable file; refused otherwise, exit 5); only for a checkpoint you trust")
     parser.add_argument("--json", action="store_true", help="print the JSON result")
     parser.set_defaults(run=run)
 
@@ -56,7 +59,7 @@ def run(args) -> int:
         raise UsageError(f"--model-factory {args.model_factory}: expected MODULE:FUNCTION, e.g. mymodels:build")
     options = Options(out=args.out, tag=args.tag, config=args.config, world_size=args.world_size,
                       model_factory=args.model_factory, safetensors=args.safetensors,
-                      max_shard_size=args.max_shard_size)
+                      max_shard_size=args.max_shard_size, trust_checkpoint=args.trust_checkpoint)
     plan = make_plan(args.action, args.ckpt, options)
     outcome = apply(plan, options) if args.apply else Outcome(plan)
     emit(args.json, outcome.to_json, lambda: render(outcome, Style.for_stream(sys.stdout)))

@@ -41,6 +41,10 @@ def render(report) -> str:
         out.append(f"manifest: {m.path}: {m.files} file(s), {m.bytes / 1e6:.1f} MB "
                    f"{'hashed' if m.hashed else 'sized'} in {m.seconds:.2f} s{speed}: "
                    + ("every file matches" if m.ok else f"{len(m.problems)} problem(s)"))
+    if report.trust is not None:
+        bad = len(report.trust.untrusted)
+        out.append(f"trust: {len(report.trust.files)} file(s) DeepSpeed would load, "
+                   + (f"{bad} not verified safe" if bad else "every one verified safe (pickles walked, nothing run)"))
     out += [f"  - {p}" for p in report.problems]
     out.append("verdict: healthy" if report.healthy else f"verdict: NOT healthy ({len(report.problems)} problem(s))")
     return "\n".join(out) + "\n"

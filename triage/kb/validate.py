@@ -17,6 +17,8 @@ from triage.repair.registry import ACTIONS as REPAIR_ACTIONS
 TEMPLATE_FIELDS = {"ckpt", "tag", "config"}
 # A verification command must not change anything: the on-call engineer will
 # paste it on the host that holds the only copy of the checkpoint.
+# a command that unpickles with code execution allowed: must carry runs_checkpoint_code: true
+_RUNS_PICKLE = re.compile(r"weights_only\s*=\s*False")
 _WRITES = re.compile(
     r"(?:^|[\s;&|(])(?:rm|mv|cp|chmod|chown|chgrp|dd|truncate|tee|touch|mkdir|rmdir|ln|shred|install|rsync|sed\s+-i|perl\s+-i)\b"
     r"|(?<![0-9&])>(?!&)|\btorch\.save\b|\.unlink\(|open\([^)]*['\"][wa]"
@@ -84,6 +86,10 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
     for index, check in enumerate(rule["verify"]):
         command = check["command"]
         where = ("verify", index, "command")
+        if _RUNS_PICKLE.search(command) and not check.get("runs_checkpoint_code"):
+            report(where, "the command calls torch.load(weights_only=False), which runs the file's pickled code. "
+                   "Prefer weights_only=True (with torch.serialization.safe_globals for DeepSpeed's classes), or "
+                   "mark it runs_checkpoint_code: true so it is shown with a warning, after the safe commands")
         if _WRITES.search(command):
             report(where, f"verification command may write: {command!r}. Verification must be read-only; move it to fix")
         try:

@@ -19,6 +19,7 @@ class ProbeContext:
     deep: bool = False
     reproduce: bool = False  # also run DeepSpeed's own load (checks/reproduce.py)
     model_factory: str | None = None  # MODULE:FUNCTION building the model for that load
+    trust_checkpoint: bool = False  # --trust-checkpoint: load even files the trust gate cannot verify (trust.py)
     host_memory: int | None = None  # bytes the loading node has (--host-memory), when not this host
     ranks_per_node: int | None = None  # ranks loading on one node (--ranks-per-node)
     as_user: object = None  # triage.probe.as_user.Identity the permission probe checks as (--as-user)
@@ -28,7 +29,7 @@ class ProbeContext:
 
     @classmethod
     def for_path(cls, path: str, target: Target | None = None, deep: bool = False, **options) -> "ProbeContext":
-        """options: reproduce, model_factory, host_memory, ranks_per_node, as_user."""
+        """options: reproduce, model_factory, trust_checkpoint, host_memory, ranks_per_node, as_user."""
         return cls(ckpt=locate(path), target=target or Target(), deep=deep, **options)
 
     @property

@@ -37,8 +37,9 @@ class OverCap(pickle.UnpicklingError):
     """The pickle goes over one of the caps: the message names which."""
 
 
-def prescan(data: bytes) -> None:
-    """Raise OverCap if the stream is over a cap, UnpicklingError if it is not a pickle at all."""
+def prescan(data) -> None:
+    """Raise OverCap if the stream is over a cap, UnpicklingError if it is not a pickle at all.
+    `data`: bytes, or a binary file, read up to its next STOP (a legacy .pt holds several pickles)."""
     stack: list[list[int]] = []  # one cell [depth] per stack item; shared with the memo and DUP
     marks: list[int] = []
     memo: dict[int, list[int]] = {}

@@ -242,8 +242,8 @@ NOT_WEIGHTS_ONLY = {k for k in ALLOWED if k[0].startswith(("deepspeed.", "argpar
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    def __init__(self, data: bytes):
-        super().__init__(io.BytesIO(data))
+    def __init__(self, data):  # bytes, or a binary file (a legacy .pt is read pickle by pickle)
+        super().__init__(data if hasattr(data, "read") else io.BytesIO(data))
         self.globals_seen: set[tuple[str, str]] = set()
         self.suspicious: list[str] = []
         self.storages: dict[str, StorageMeta] = {}
@@ -370,10 +370,7 @@ def read_shard(path: str) -> ShardMeta:
             meta.prefix = pickle_record(zf).rpartition("/")[0]
             obj, unpickler = read_pickle(zf)
     except OverCap as exc:
-        meta.over_cap = str(exc)
-        meta.suspicious = [f"over the safe reader's cap: {exc}"]
-        meta.error = f"not read: its pickle goes over the safe reader's cap ({exc})"
-        return meta
+        return _over_cap(meta, exc)
     except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError,
             KeyError, IndexError, AttributeError, MemoryError, RecursionError, NotImplementedError,
             OverflowError, UnicodeDecodeError) as exc:
@@ -383,6 +380,54 @@ def read_shard(path: str) -> ShardMeta:
     meta.globals_seen = sorted(f"{m}.{n}" for m, n in unpickler.globals_seen)
     meta.storages = dict(unpickler.storages)
     _describe(meta, obj)
+    return meta
+
+
+# torch's legacy (non-zip) .pt: pickles of the magic number, the protocol version, sys_info, then the
+# object graph (storages as persistent ids), then the storage keys and the raw storage bytes.
+LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+LEGACY_PROTOCOL = 1001
+
+
+def read_legacy_shard(path: str) -> ShardMeta:
+    """read_shard for torch's legacy format: the same restricted walk over its header and object pickles;
+    never reads the storage bytes. ShardMeta.error when the file is not a legacy .pt it can follow."""
+    meta = ShardMeta(path=str(path))
+    try:
+        with open_regular(path) as f:  # never a FIFO or device
+            head = io.BytesIO(f.read(MAX_PICKLE_BYTES + 1))  # the pickles come first, the storages after
+        unpickler = _RestrictedUnpickler(head)
+
+        def load():  # each of the four pickles within the caps before it is followed
+            start = head.tell()
+            prescan(head)
+            head.seek(start)
+            return unpickler.load()
+
+        if load() != LEGACY_MAGIC_NUMBER or load() != LEGACY_PROTOCOL:
+            raise pickle.UnpicklingError("not torch's legacy format (magic number or protocol differ)")
+        if not isinstance(load(), dict):  # sys_info
+            raise pickle.UnpicklingError("legacy header: sys_info is not a dict")
+        obj = load()
+        check_graph(obj)
+    except OverCap as exc:
+        return _over_cap(meta, exc)
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
+            AttributeError, MemoryError, RecursionError, NotImplementedError, OverflowError,
+            UnicodeDecodeError) as exc:
+        meta.error = f"{type(exc).__name__}: {exc}"[:300]
+        return meta
+    meta.suspicious = list(unpickler.suspicious)
+    meta.globals_seen = sorted(f"{m}.{n}" for m, n in unpickler.globals_seen)
+    meta.storages = dict(unpickler.storages)
+    _describe(meta, obj)
+    return meta
+
+
+def _over_cap(meta: ShardMeta, exc: OverCap) -> ShardMeta:
+    meta.over_cap = str(exc)
+    meta.suspicious = [f"over the safe reader's cap: {exc}"]
+    meta.error = f"not read: its pickle goes over the safe reader's cap ({exc})"
     return meta
 
 

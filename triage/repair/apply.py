@@ -6,7 +6,8 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from triage.errors import BadInput
+from triage.errors import BadInput, TriageError
+from triage.probe import trust
 from triage.repair import files, registry
 from triage.repair.plan import Check, Options, Plan, Source
 
@@ -22,6 +23,7 @@ class Outcome:
     load: object = None  # triage.repair.real_load.LoadResult
     load_skipped: str | None = None  # why no real DeepSpeed load ran
     rolled_back: str | None = None
+    trust: object = None  # triage.probe.trust.TrustReport of the tag read, before anything loaded it
 
     @property
     def ok(self) -> bool:
@@ -38,14 +40,21 @@ class Outcome:
         return {"schema_version": SCHEMA_VERSION, "status": self.status, "summary": registry.summary(self.plan.action),
                 "plan": self.plan.to_json(), "applied": self.applied, "done": self.done,
                 "verification": {"structural": [c.to_json() for c in self.checks], "load": load},
-                "rolled_back": self.rolled_back}
+                "rolled_back": self.rolled_back, "trust": self.trust.to_json() if self.trust else None,
+                "trusted_note": self.trust.trusted_note() if self.trust else None}
 
 
 def make_plan(action: str, path: str, options: Options) -> Plan:
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or directory")
     source = Source.locate(path, options.tag)
-    return registry.action(action).plan(source, options)
+    plan = registry.action(action).plan(source, options)
+    if plan.tag:
+        scanned = trust.scan(os.path.join(plan.root, plan.tag))
+        if scanned.untrusted:
+            plan.notes.append(f"--apply refuses this tag unless --trust-checkpoint: {len(scanned.untrusted)} file(s) "
+                              f"not verified safe ({scanned.describe()})")
+    return plan
 
 
 def skip_reason(plan: Plan, options: Options) -> str | None:
@@ -60,11 +69,20 @@ def skip_reason(plan: Plan, options: Options) -> str | None:
 def apply(plan: Plan, options: Options) -> Outcome:
     module = registry.action(plan.action)
     outcome = Outcome(plan, applied=True)
+    if plan.tag:  # every action converts, rewrites or (to verify) loads the tag: the trust gate first
+        outcome.trust = trust.gate(os.path.join(plan.root, plan.tag), options.trust_checkpoint,
+                                   f"repair {plan.action} --apply")
     if plan.staging:
         outcome.done += files.fresh_staging(plan.staging)
         try:
             outcome.done += module.execute(plan, plan.staging)
             files.publish(plan.staging, plan.out)
+        except TriageError as exc:
+            shutil.rmtree(plan.staging, ignore_errors=True)
+            note = outcome.trust.trusted_note() if outcome.trust else None
+            if note:  # the error, not a report, is all the user sees: it must still say what was trusted
+                exc.message = f"{note}. {exc.message}"
+            raise
         except BaseException:
             shutil.rmtree(plan.staging, ignore_errors=True)
             raise

@@ -8,6 +8,9 @@ from triage.repair.plan import Refused, Source
 
 GATE = ("completeness", "permission", "integrity")
 # completeness signals about the files that hold the weights (strip-optimizer needs only those)
+# a pickle that would run code is the trust gate's (triage/probe/trust.py) at --apply: refused there
+# (exit 5) unless --trust-checkpoint, which this gate could not honour
+TRUST_SIGNALS = {"suspicious_pickle"}
 WEIGHTS_SIGNALS = {"tag_missing", "tag_empty", "model_missing", "layer_missing"}
 
 
@@ -20,7 +23,7 @@ def require_whole(source: Source, action: str, only: set[str] | None = None) -> 
         # DeepSpeed's tools glob the tag themselves: they would open what the listing refused
         problems.append(f"path: {confine.shown(name)}: {why}")
     for r in checks.run(source.ctx, GATE).values():
-        if r.status != CONFIRMED:
+        if r.status != CONFIRMED or set(r.signals) <= TRUST_SIGNALS:
             continue
         lines = r.headline or [r.summary]
         if only is not None:

@@ -10,7 +10,8 @@ Every rank calls it, as with engine.save_checkpoint. It
    write `latest`; the staging dir holds no shards at its top, so neither DeepSpeed nor ds-triage
    takes it for a tag);
 2. on rank 0, after every rank has written (save_checkpoint ends in a barrier): runs the probe
-   layer on the staged tag (completeness, permission, integrity), writes its manifest
+   layer on the staged tag (completeness, permission, integrity) and the trust gate (every file the
+   next load opens must be verified safe: triage/probe/trust.py), writes its manifest
    (`<tag>/ds-triage-manifest.json`, every file hashed and fsynced), renames the tag dir into
    `save_dir` (one rename on the same filesystem), and only then replaces `latest` atomically
    (temporary file, fsync, os.replace);
@@ -78,13 +79,15 @@ def save_checkpoint_safely(engine, save_dir: str, tag=None, client_state: dict |
 def publish(save_dir: str, tag: str, write_manifest: bool = True) -> None:
     """Rank 0, after every rank saved into the staging dir: verify, manifest, rename, `latest`."""
     from triage.manifest import build
-    from triage.probe import checks
+    from triage.probe import checks, trust
     from triage.probe.context import ProbeContext
     from triage.probe.result import CONFIRMED
 
     staged = os.path.join(save_dir, STAGING, tag)
     results = checks.run(ProbeContext.for_path(staged), GATE)
     broken = [f"{r.name}: {(r.headline or [r.summary])[0]}" for r in results.values() if r.status == CONFIRMED]
+    untrusted = trust.scan(staged).untrusted  # what the next load would open must be verified safe too
+    broken += [f"trust: {f.name}: {f.verdict} ({f.detail})" for f in untrusted]
     if broken:
         raise GuardedSaveError(f"the new tag {tag} failed verification ({'; '.join(broken[:3])}); `latest` is "
                                f"unchanged and the files are kept in {staged}")

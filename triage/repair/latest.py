@@ -17,16 +17,23 @@ from triage.probe.context import ProbeContext
 from triage.probe.result import CONFIRMED, REFUTED
 from triage.repair import files
 from triage.repair.engine_config import config_for_check
+from triage.probe import trust
+from triage.repair.gate import TRUST_SIGNALS
 from triage.repair.plan import Check, LoadSpec, Plan, Refused, Source
 
 NAME = "latest"
 GATE = ("completeness", "integrity")
 
 
-def tag_problems(root: str, tag: str) -> list[str]:
-    """Why `tag` is not complete ([] when it is)."""
+def tag_problems(root: str, tag: str, trusted: bool = False) -> list[str]:
+    """Why `tag` is not complete ([] when it is). A tag the trust gate cannot verify is never chosen
+    (unless --trust-checkpoint): the job's next load would run or read its files."""
     results = checks.run(ProbeContext.for_path(os.path.join(root, tag)), GATE)
-    problems = [f"{r.name}: {(r.headline or [r.summary])[0]}" for r in results.values() if r.status == CONFIRMED]
+    problems = [f"{r.name}: {(r.headline or [r.summary])[0]}" for r in results.values()
+                if r.status == CONFIRMED and not (trusted and set(r.signals) <= TRUST_SIGNALS)]
+    if not trusted:
+        scanned = trust.scan(os.path.join(root, tag))
+        problems += [f"trust: {scanned.describe(1)}"] if scanned.untrusted else []
     if not problems and results["completeness"].status != REFUTED:
         problems.append(f"completeness: {results['completeness'].summary}")
     return problems
@@ -49,7 +56,7 @@ def plan(source: Source, options) -> Plan:
     p = Plan(action=NAME, root=root, tag=None, out=latest_path)
     chosen = None
     for tag in candidates:
-        problems = tag_problems(root, tag)
+        problems = tag_problems(root, tag, options.trust_checkpoint)
         p.reads.append(os.path.join(root, tag))
         if not problems:
             chosen = tag

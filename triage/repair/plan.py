@@ -31,6 +31,7 @@ class Options:
     model_factory: str | None = None  # MODULE:FUNCTION for the real DeepSpeed load
     safetensors: bool = False
     max_shard_size: str | None = None
+    trust_checkpoint: bool = False  # --trust-checkpoint: convert/load files the trust gate cannot verify
 
 
 @dataclass

@@ -37,6 +37,9 @@ def render(outcome: Outcome, style: Style | None = None) -> str:
                    + (", then it is verified by a real DeepSpeed load" if p.load else "") + ".")
         return "\n".join(out) + "\n"
     _section("done", outcome.done, out)
+    note = outcome.trust.trusted_note() if outcome.trust else None
+    if note:
+        out.append(style(note, "1;33"))
     out.append("verification:")
     for c in outcome.checks:
         out.append(f"  {style('ok  ', '32') if c.ok else style('FAIL', '1;31')}  {c.name}: {c.detail}")

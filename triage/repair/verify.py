@@ -1,6 +1,7 @@
 """`ds-triage verify`: the probe layer as a gate after a save, plus the manifest check.
 
-Healthy means: no probe confirmed a problem, and, when the tag has a manifest
+Healthy means: no probe confirmed a problem, every file DeepSpeed would load is verified safe by the
+trust gate (triage/probe/trust.py: no suspicious or unverifiable pickle), and, when the tag has a manifest
 (`<tag>/ds-triage-manifest.json`, or --manifest FILE), every file it lists is there with its size
 and sha256. The structure alone cannot see a flipped byte inside tensor data (a zip's CRC only
 with --deep) or a copy that stopped between two files the layout does not require; the manifest can.
@@ -16,6 +17,7 @@ from triage.manifest.build import manifest_path
 from triage.manifest.check import ManifestCheck, check
 from triage.probe.context import ProbeContext
 from triage.probe.report import ProbeReport, probe_all
+from triage.probe.trust import TrustReport, scan
 
 SCHEMA_VERSION = 1
 
@@ -25,12 +27,15 @@ class VerifyReport:
     probe: ProbeReport
     manifest: ManifestCheck | None
     manifest_note: str
+    trust: TrustReport | None = None  # the trust gate's scan: a suspicious or unverifiable file fails verify
 
     @property
     def problems(self) -> list[str]:
         found = [f"{r.name}: {line}" for r in self.probe.problems for line in (r.headline or [r.summary])]
         if self.manifest is not None:
             found += [f"manifest: {p}" for p in self.manifest.problems]
+        if self.trust is not None:
+            found += [f"trust: {f.name}: {f.verdict} ({f.detail})" for f in self.trust.untrusted]
         return found
 
     @property
@@ -42,7 +47,8 @@ class VerifyReport:
                 "checkpoint": self.probe.checkpoint_json(),
                 "probes": [r.to_json() for r in self.probe.results.values()],
                 "manifest": self.manifest.to_json() if self.manifest else None,
-                "manifest_note": self.manifest_note, "problems": self.problems}
+                "manifest_note": self.manifest_note, "problems": self.problems,
+                "trust": self.trust.to_json() if self.trust else None}
 
 
 def verify(path: str, manifest: str | None = None, deep: bool = False, hashed: bool = True) -> VerifyReport:
@@ -53,13 +59,14 @@ def verify(path: str, manifest: str | None = None, deep: bool = False, hashed: b
     ctx = ProbeContext.for_path(path, deep=deep)
     report = probe_all(ctx)
     tag_dir = ctx.ckpt.tag_dir
+    trusted = scan(tag_dir) if tag_dir and os.path.isdir(tag_dir) else None
     default = manifest_path(tag_dir) if tag_dir else None
     chosen = manifest or (default if default and os.path.isfile(default) else None)
     if chosen is None:
         note = (f"no manifest at {default}: structure only; write one after each save (`ds-triage manifest`) so that "
                 "verify also catches bit rot and partial copies" if default else "no tag, so no manifest to check")
-        return VerifyReport(report, None, note)
+        return VerifyReport(report, None, note, trusted)
     if tag_dir is None or not os.path.isdir(tag_dir):
-        return VerifyReport(report, None, f"the tag dir does not exist, so {chosen} cannot be checked")
+        return VerifyReport(report, None, f"the tag dir does not exist, so {chosen} cannot be checked", trusted)
     result = check(tag_dir, chosen, hashed=hashed)
-    return VerifyReport(report, result, "sha256 of every file" if hashed else "sizes only (--sizes-only)")
+    return VerifyReport(report, result, "sha256 of every file" if hashed else "sizes only (--sizes-only)", trusted)

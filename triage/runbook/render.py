@@ -11,6 +11,7 @@ import textwrap
 
 from triage.kb.model import Rule
 from triage.classify.render import Style
+from triage.kb.verify_steps import ordered, runs_code
 from triage.runbook.search import Found
 from triage.runbook.sections import (TERMINAL_SECTIONS, Code, CodeBlock, Example, Items, Link, Para, Strong, page,
                              symptoms)
@@ -128,7 +129,8 @@ def page_json(rule: Rule, source: str, example: Example | None) -> dict:
         "symptoms": [plain(spans) for spans in symptoms(rule)],
         "example": {"source": example.source, "lines": list(example.lines)} if example else None,
         "cause": data["cause"].strip(),
-        "verify": [{"command": s["command"], "shows": s["shows"]} for s in data["verify"]],
+        "verify": [{"command": s["command"], "shows": s["shows"], "runs_checkpoint_code": runs_code(s)}
+                   for s in ordered(data["verify"])],
         "probes": list(data.get("probes", [])),
         "repairs": list(data.get("repairs", [])),
         "fix": [{k: step[k] for k in ("title", "detail", "safety", "why") if k in step} for step in data["fix"]],

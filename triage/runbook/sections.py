@@ -15,6 +15,7 @@ from typing import Union
 from triage.kb import readable
 from triage.classify.example_lines import Example
 from triage.kb.model import Rule
+from triage.kb.verify_steps import ordered
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,7 @@ def _symptoms(rule: Rule, example: Example | None) -> list[Block]:
 
 
 def _verify(data: dict) -> list[Block]:
-    steps = [Item([Code(step["command"])], [Para([step["shows"]])]) for step in data["verify"]]
+    steps = [Item([Code(step["command"])], [Para([step["shows"]])]) for step in ordered(data["verify"])]
     blocks: list[Block] = [
         Para(["Read-only; ", Code("{ckpt}"), ", ", Code("{tag}"), " and ", Code("{config}"),
               " are the checkpoint directory, its tag and your ds_config."]),

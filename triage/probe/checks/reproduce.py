@@ -1,6 +1,9 @@
 """reproduce (`--reproduce`): DeepSpeed's own load of the checkpoint, for real, then its output
 read back through the classifier.
 
+Nothing loads before the trust gate (triage/probe/trust.py) has verified every file the load would
+open: a suspicious or unverifiable one refuses the probe (exit 5) unless --trust-checkpoint.
+
 torchrun on CPU (gloo) with the target world size, the target ds_config (--config, the one the
 log printed, else the one saved in the checkpoint) and the model from --model-factory, or, without
 one, a stand-in built from the saved param_shapes (triage/repair/twin.py). The load runs in
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 
+from triage.probe import trust
 from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file
 from triage.probe.result import INCONCLUSIVE, ProbeResult, outcome
@@ -26,6 +30,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     layout = ctx.layout()
     if ctx.ckpt.root is None or layout is None:
         return ProbeResult(NAME, INCONCLUSIVE, "no checkpoint tag to load", [], "")
+    trusted = trust.gate(ctx.ckpt.tag_dir, ctx.trust_checkpoint, "probe --reproduce")  # before anything else
     model_file = first_model_file(ctx.listing)
     meta = ctx.meta(model_file.name) if model_file else None
     twin = [{k: list(v) for k, v in g.items()} for g in (meta.param_group_shapes or [])] if meta else []
@@ -50,7 +55,9 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     context = [f"loaded {load_dir}" + (f", tag {tag}" if tag else " (tag from `latest`)") + f" on {world} rank(s) "
                f"({world_source}), ds_config: {config_source}", f"model: {model}",
                f"ran: {result.command} ({result.seconds:.1f} s)"]
-    evidence, facts = [], {"load": result.to_json()}
+    if trusted.trusted_note():
+        context.insert(0, trusted.trusted_note())
+    evidence, facts = [], {"load": result.to_json(), "trust": trusted.to_json()}
     if not result.ok:
         evidence.append(f"DeepSpeed's load failed: {result.detail}")
         report = _classified(result.output or "\n".join(result.log))
