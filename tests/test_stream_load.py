@@ -1,6 +1,7 @@
 """`stream` with a fleet failing at once: 1,000 pods, each a real corpus failure log, their
-records interleaved in one Fluent Bit feed. Every pod's incident is emitted once, whole,
-with the category `classify` gives the same log alone."""
+records interleaved in one Fluent Bit feed with 100 more pods' healthy training chatter.
+Every pod's incident is emitted once, whole, with the category `classify` gives the same log
+alone: the other pods' lines are neither its lines nor its context."""
 
 import json
 from collections import Counter
@@ -36,9 +37,10 @@ def failures(rules):
     return found
 
 
-def run_fleet(rules, per_pod: list[list[str]], limits: Limits) -> tuple[list[dict], dict]:
-    records = env.interleave([[json.dumps(r) for r in env.fluentbit(lines, f"trainer-{n}")]
-                              for n, lines in enumerate(per_pod)])
+def run_fleet(rules, per_pod: list[list[str]], limits: Limits, chatter: list[list[str]] = ()) -> tuple[list[dict], dict]:
+    streams = [[json.dumps(r) for r in env.fluentbit(lines, f"trainer-{n}")] for n, lines in enumerate(per_pod)]
+    streams += [[json.dumps(r) for r in env.fluentbit(lines, f"healthy-{n}")] for n, lines in enumerate(chatter)]
+    records = env.interleave(streams)
     out = []
     triage = StreamTriage(rules, out.append, limits=limits)
     triage.feed(("\n".join(records) + "\n").encode(), 0.0)
@@ -48,7 +50,9 @@ def run_fleet(rules, per_pod: list[list[str]], limits: Limits) -> tuple[list[dic
 
 def test_a_thousand_pods_failing_at_once_each_get_one_whole_incident(rules, failures):
     pods = [failures[n % len(failures)] for n in range(PODS)]
-    incidents, summary = run_fleet(rules, [lines for _, lines, _ in pods], Limits(idle=3600))
+    clean = sorted((CORPUS / "clean").glob("*.log"))
+    chatter = [clean[n % len(clean)].read_text(encoding="utf-8", errors="replace").splitlines() for n in range(100)]
+    incidents, summary = run_fleet(rules, [lines for _, lines, _ in pods], Limits(idle=3600), chatter)
     per_pod = Counter(i["stream"]["kubernetes.pod_name"] for i in incidents)
     assert sorted(per_pod) == sorted(f"trainer-{n}" for n in range(PODS))  # none lost
     assert set(per_pod.values()) == {1}  # none split, none emitted twice
