@@ -29,29 +29,36 @@ def register(subparsers) -> None:
     parser.add_argument("--max-body", type=int, default=DEFAULT_MAX_BODY, metavar="BYTES",
                         help=f"largest request body, also after gunzip (default {DEFAULT_MAX_BODY}); larger is 413")
     parser.add_argument("--keep", type=int, default=1000, metavar="N", help="incidents kept for GET /incidents (default 1000)")
+    parser.add_argument("--workers", type=int, default=2, metavar="N",
+                        help="classify worker processes: at most N POST /classify run at once (default 2)")
+    parser.add_argument("--budget", type=float, default=30.0, metavar="SECONDS",
+                        help="time one POST /classify may take; over it the worker is replaced and the answer is 503 (default 30)")
+    parser.add_argument("--queue-wait", type=float, default=30.0, metavar="SECONDS",
+                        help="how long a POST /classify waits for a free worker before a 503 (default 30)")
     add_arguments(parser)
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from functools import partial
-
-    from triage.classify.classifier import classify
     from triage.cli.stream import _write_line, build
     from triage.kb import load_rules
     from triage.stream.http import Server
     from triage.stream.ingest import Ingest
+    from triage.stream.workers import ClassifyPool
 
-    if args.max_body <= 0 or args.keep <= 0 or not 0 <= args.port <= 65535:
+    if (args.max_body <= 0 or args.keep <= 0 or args.workers <= 0 or args.budget <= 0 or args.queue_wait < 0
+            or not 0 <= args.port <= 65535):
         from triage.errors import UsageError
 
-        raise UsageError("--max-body and --keep must be positive, --port 0-65535")
+        raise UsageError("--max-body, --keep, --workers and --budget must be positive, --port 0-65535")
     rules = load_rules(args.rules)
+    pool = ClassifyPool(args.rules, args.workers, args.budget, args.queue_wait)
     ingest = Ingest(lambda write: build(args, write), keep=args.keep, write=_write_line)
     try:
         server = Server((args.host, args.port), ingest=ingest, decoder=ingest.triage.decoder,
-                        classify=partial(classify, rules=rules), rules_count=len(rules.rules), max_body=args.max_body)
+                        classify=pool.classify, rules_count=len(rules.rules), max_body=args.max_body)
     except OSError as exc:
+        pool.close()
         raise BadInput(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = server.server_address[:2]
     if not _loopback(args.host):
@@ -68,6 +75,7 @@ def run(args) -> int:
         server.serve_forever(poll_interval=0.5)
     finally:
         server.server_close()
+        pool.close()
         ingest.stop()
         ingest.flush()  # an incident still open at shutdown is emitted, not lost
     return EXIT_FOUND

@@ -49,6 +49,8 @@ def add_arguments(parser) -> None:
                         help=f"bytes kept per incident (default {d.max_bytes})")
     parser.add_argument("--max-open", type=_positive(int), default=d.max_open, metavar="N",
                         help=f"incidents open at once; past it the stalest is emitted early (default {d.max_open})")
+    parser.add_argument("--max-held", type=_positive(int), default=d.max_held, metavar="BYTES",
+                        help=f"bytes all open incidents may hold together; past it the stalest is emitted early (default {d.max_held})")
     parser.add_argument("--max-streams", type=_positive(int), default=d.max_streams, metavar="N",
                         help=f"streams remembered; past it the least recent is forgotten, its incident emitted (default {d.max_streams})")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
@@ -66,7 +68,7 @@ def build(args, write):
         raise UsageError("--key-fields: name at least one field, e.g. --key-fields kubernetes.pod_name")
     decoder = Decoder(args.format, tuple(args.message_field) if args.message_field else None, keys)
     limits = Limits(gap=args.gap, idle=args.idle, max_lines=args.max_lines, max_bytes=args.max_bytes,
-                    max_open=args.max_open, max_streams=args.max_streams)
+                    max_open=args.max_open, max_held=args.max_held, max_streams=args.max_streams)
     return StreamTriage(load_rules(args.rules), write, decoder=decoder, limits=limits,
                         decode_all=getattr(args, "decode_all", False))
 

@@ -8,8 +8,12 @@ what `classify` would see in that stream. It closes when
 * `gap` lines of its stream went by without a trigger: "gap";
 * `idle` seconds went by without a trigger in it (wall clock, also on a quiet pipe): "idle";
 * the input ends: "end-of-input";
-* memory would overflow: more than `max_open` incidents open, or more than `max_streams`
-  streams remembered; the stalest one is closed and emitted, never dropped: "evicted".
+* memory would overflow: more than `max_open` incidents open, more than `max_held` bytes held
+  by all open incidents together, or more than `max_streams` streams remembered; the one
+  whose last trigger is oldest is closed and emitted, never dropped: "evicted" (counted in the
+  summary). The limits are sized so that a fleet failing at once (thousands of pods, each
+  incident well under `max_bytes`) is held whole: an incident is split only when memory
+  really would overflow, and then its rest opens a new incident at its next trigger.
 
 Memory is bounded: an incident keeps at most `max_lines` / `max_bytes` of its lines (the
 head and the tail; the middle is counted and marked), a line at most `max_line`
@@ -41,7 +45,8 @@ class Limits:
     max_lines: int = 2000
     max_bytes: int = 1 << 20
     max_line: int = 64 * 1024
-    max_open: int = 256
+    max_open: int = 4096
+    max_held: int = 256 << 20  # bytes of lines held by all open incidents together
     max_streams: int = 4096
 
 
@@ -115,6 +120,10 @@ class Window:
             self.done = True
 
     @property
+    def held(self) -> int:
+        return self._head_bytes + self._tail_bytes
+
+    @property
     def truncated(self) -> bool:
         return self.omitted > 0 or self.cut_lines > 0
 
@@ -137,6 +146,7 @@ class Assembler:
         self.open: OrderedDict[Key, Window] = OrderedDict()  # stalest trigger first
         self.partials = 0  # streams holding the first part of a split line
         self.evicted = 0
+        self.held = 0  # bytes held by the open incidents
         self.now = 0.0  # the latest time seen, for lines flushed outside add()
         self._seq = 0  # orders remembered context lines that share a line number
 
@@ -217,9 +227,17 @@ class Assembler:
             state.context[check] = (no, self._seq, text[:CONTEXT_LINE])
         if window is None:
             return
+        before = window.held
         window.add(text, no, time, triggered, now)
+        self.held += window.held - before
         if triggered:
             self.open.move_to_end(key)
+        while self.held > self.limits.max_held and len(self.open) > 1:
+            stalest = next(iter(self.open))
+            if stalest == key:  # this line's own incident last: it is the one being added to
+                stalest = next(k for k in self.open if k != key)
+            self.evicted += 1
+            self._close(stalest, "evicted")
         if window.done:
             self._close(key, "summary")
         elif window.quiet >= self.limits.gap:
@@ -255,6 +273,7 @@ class Assembler:
 
     def _close(self, key: Key, reason: str) -> None:
         window = self.open.pop(key)
+        self.held -= window.held
         window.closed_by = reason
         state = self.streams.get(key)
         if state is not None and state.window is window:

@@ -11,8 +11,15 @@
 
 Every answer is JSON, errors included ({"error": "...", "status": N}): 400 malformed, 404,
 405 (with Allow), 411 no Content-Length, 413 over --max-body (after gunzip too), 415 a
-content type or encoding it cannot read. Never a traceback: an unexpected failure is a 500
-with one line; DS_TRIAGE_DEBUG=1 prints the traceback to the server's stderr.
+content type or encoding it cannot read; 400 also for gzip that is truncated or followed by
+trailing bytes, and for JSON nested deeper than the parser's recursion limit (~1000). 503 (with Retry-After)
+when every classify worker stayed busy for --queue-wait seconds, or when one classification
+ran past its --budget (its worker is replaced). Never a traceback: an unexpected failure is
+a 500 with one line; DS_TRIAGE_DEBUG=1 prints the traceback to the server's stderr.
+
+Load: the listen backlog holds 1024 waiting connections (socketserver's default of 5 reset
+connections from a fleet); each connection gets a thread, but classifying runs in a bounded
+pool of worker processes (workers.py), so a slow request never holds the others or /healthz.
 """
 
 from __future__ import annotations
@@ -30,12 +37,15 @@ from urllib.parse import parse_qs, urlsplit
 from triage import __version__
 from triage.errors import BadInput
 from triage.stream.ingest import Ingest, json_values
+from triage.stream.workers import Busy, OverBudget
 from triage.stream.records import Decoder
 
 ROUTES = {"/classify": "POST", "/ingest": "POST", "/flush": "POST", "/incidents": "GET", "/healthz": "GET"}
 JSON_TYPES = {"application/json", "application/x-ndjson", "application/ndjson", "application/jsonl",
               "application/x-jsonlines", "application/json-lines", "application/jsonlines"}
 TEXT_TYPES = {"text/plain", "application/octet-stream", ""}
+# json's C parser stops at the interpreter's recursion limit, without exhausting the stack.
+DEEP = "JSON nested too deeply (over ~1000 levels) is refused"
 HINTS = {
     "application/msgpack": "Fluent Bit's http output sends msgpack by default: set `format json_lines`",
     "application/x-www-form-urlencoded": "send the log as text/plain (curl --data-binary @job.log -H 'Content-Type: text/plain')",
@@ -50,6 +60,7 @@ class HTTPError(Exception):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 1024  # the listen backlog: a fleet's shippers connect at once
 
     def __init__(self, address, *, ingest: Ingest, decoder: Decoder, classify, rules_count: int, max_body: int):
         self.ingest, self.decoder, self.classify = ingest, decoder, classify
@@ -121,6 +132,8 @@ class Handler(BaseHTTPRequestHandler):
         if kind in JSON_TYPES:
             try:
                 value = json.loads(data.decode("utf-8"))
+            except RecursionError:
+                raise HTTPError(400, DEEP) from None
             except (UnicodeDecodeError, ValueError) as exc:
                 raise HTTPError(400, f"body is not valid JSON ({exc})") from None
             if not isinstance(value, dict) or not isinstance(value.get("log"), str):
@@ -134,14 +147,21 @@ class Handler(BaseHTTPRequestHandler):
             log = decode_log(data, "the request body")
         except BadInput as exc:
             raise HTTPError(400, exc.message) from None
-        report = self.server.classify(log.text, truncated=log.truncated, decode_errors=log.decode_errors)
-        return 200, report.to_json()
+        try:
+            return 200, self.server.classify(log.text, truncated=log.truncated, decode_errors=log.decode_errors)
+        except Busy as exc:
+            raise HTTPError(503, f"{exc}; retry later", {"Retry-After": "5"}) from None
+        except OverBudget as exc:
+            raise HTTPError(503, f"{exc}; send a shorter log", {"Retry-After": "5"}) from None
 
     def _ingest(self, query):
         kind, data = self._body()
         text = data.decode("utf-8", errors="replace")
         if kind in JSON_TYPES:
-            values, unparsed = json_values(text)
+            try:
+                values, unparsed = json_values(text)
+            except RecursionError:
+                raise HTTPError(400, DEEP) from None
             result = self.server.ingest.add_values(values, self.server.decoder)
             result["malformed"] += unparsed
             if not result["records"] and (result["malformed"] or not values):
@@ -239,14 +259,24 @@ def _linger(sock: socket.socket, seconds: float = 2.0, most: int = 64 << 20) -> 
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflate.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise HTTPError(400, f"body is not valid gzip ({exc})") from None
-    if len(out) > limit or inflate.unconsumed_tail:
-        raise HTTPError(413, f"body is over the limit of {limit} bytes once decompressed (--max-body)")
-    return out
+    """The whole body, or a 400: a truncated stream must not be classified as if it were whole.
+    Several gzip members one after another are one body (RFC 1952, as `gzip -c a b` writes)."""
+    out = bytearray()
+    while True:
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out += inflate.decompress(data, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise HTTPError(400, f"body is not valid gzip ({exc})") from None
+        if len(out) > limit or inflate.unconsumed_tail:
+            raise HTTPError(413, f"body is over the limit of {limit} bytes once decompressed (--max-body)")
+        if not inflate.eof:
+            raise HTTPError(400, "gzip body is truncated (the stream ends before its end marker and checksum)")
+        data = inflate.unused_data
+        if not data:
+            return bytes(out)
+        if not data.startswith(b"\x1f\x8b"):
+            raise HTTPError(400, f"gzip body is followed by {len(data)} bytes that are not gzip")
 
 
 def _int(query: dict, name: str, default: int) -> int:
