@@ -18,6 +18,7 @@ import io
 import json
 import tarfile
 import urllib.request
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -96,6 +97,15 @@ def python_sources(archive: Path, package: str) -> dict[str, str]:
 
 # -- reading one release ----------------------------------------------------
 
+def _parse(source: str) -> ast.Module | None:
+    with warnings.catch_warnings():  # old releases' "\d" escapes: their problem, not ours
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(source)
+        except SyntaxError:
+            return None
+
+
 def deepspeed_names(sources: dict[str, str]) -> dict:
     """What one DeepSpeed release defines: class members, module names, keywords."""
     classes: dict[str, set[str]] = {}
@@ -103,9 +113,7 @@ def deepspeed_names(sources: dict[str, str]) -> dict:
     modules: dict[str, set[str]] = {}
     keywords: dict[str, set[str]] = {}
     for module, source in sources.items():
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
+        if (tree := _parse(source)) is None:
             continue
         if module == "deepspeed" or module.startswith(NAMED_PACKAGES) or module.startswith("deepspeed.checkpoint"):
             modules[module] = _module_names(tree.body)
@@ -172,9 +180,7 @@ def caller_names(sources: dict[str, str]) -> dict:
     for source in sources.values():
         if "deepspeed" not in source:
             continue
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
+        if (tree := _parse(source)) is None:
             continue
         for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
