@@ -112,6 +112,9 @@ def test_a_name_no_release_defines_gets_no_range_and_other_errors_get_no_note():
     not_deepspeed = traceback(("/workspace/train.py", 9, "<module>", "model.foo"),
                               error="AttributeError: 'GPT2Model' object has no attribute 'foo'")
     assert classify(not_deepspeed).api_history == []
+    for other in ("TypeError: Trainer.save_checkpoint() got an unexpected keyword argument 'tag'",
+                  "TypeError: _load_checkpoint() got an unexpected keyword argument 'tag'"):
+        assert classify(traceback(("/workspace/train.py", 9, "<module>", "x()"), error=other)).api_history == []
     real_case = (ROOT / "corpus" / "cases" / "job-zero3-train-then-stage2-load.log").read_text()
     assert classify(real_case).api_history == []
 

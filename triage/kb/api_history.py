@@ -18,8 +18,10 @@ INDEX_PATH = Path(__file__).with_name("api_history.json")
 
 _ATTRIBUTE = re.compile(r"'(?P<owner>\w+)' object has no attribute '(?P<name>\w+)'")
 _MODULE_ATTRIBUTE = re.compile(r"module '(?P<owner>deepspeed[\w.]*)' has no attribute '(?P<name>\w+)'")
-_KEYWORD = re.compile(r"(?:(?P<owner>\w+)\.)?(?P<method>load_checkpoint|save_checkpoint)\(\) "
+# Python 3.10+ prints the qualified name; before, the bare one (then the call site names it).
+_KEYWORD = re.compile(r"(?:(?P<owner>\w+)\.|\b)(?P<method>load_checkpoint|save_checkpoint)\(\) "
                       r"got an unexpected keyword argument '(?P<name>\w+)'")
+_ENGINES = {None, "DeepSpeedEngine", "PipelineEngine", "DeepSpeedHybridEngine"}  # not Trainer.save_checkpoint
 _IMPORT_NAME = re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<owner>deepspeed[\w.]*)'")
 _NO_MODULE = re.compile(r"No module named '(?P<name>deepspeed[\w.]*)'")
 
@@ -67,7 +69,7 @@ def _lookup(kind: str, message: str):
         if m := _ATTRIBUTE.search(message):
             return lambda ix: ("attribute", m["owner"], m["name"], ix["classes"].get(m["owner"]))
     elif kind == "TypeError":
-        if m := _KEYWORD.search(message):
+        if (m := _KEYWORD.search(message)) and m["owner"] in _ENGINES:
             return lambda ix: ("keyword", f"{m['owner'] or 'DeepSpeedEngine'}.{m['method']}", m["name"],
                                ix["keywords"].get(m["method"]))
     elif m := _IMPORT_NAME.search(message):
