@@ -112,6 +112,8 @@ def test_a_name_no_release_defines_gets_no_range_and_other_errors_get_no_note():
     not_deepspeed = traceback(("/workspace/train.py", 9, "<module>", "model.foo"),
                               error="AttributeError: 'GPT2Model' object has no attribute 'foo'")
     assert classify(not_deepspeed).api_history == []
+    not_installed = "ModuleNotFoundError: No module named 'deepspeed'"
+    assert classify(traceback(("/workspace/train.py", 1, "<module>", "import deepspeed"), error=not_installed)).api_history == []
     for other in ("TypeError: Trainer.save_checkpoint() got an unexpected keyword argument 'tag'",
                   "TypeError: _load_checkpoint() got an unexpected keyword argument 'tag'"):
         assert classify(traceback(("/workspace/train.py", 9, "<module>", "x()"), error=other)).api_history == []

@@ -23,7 +23,7 @@ _KEYWORD = re.compile(r"(?:(?P<owner>\w+)\.|\b)(?P<method>load_checkpoint|save_c
                       r"got an unexpected keyword argument '(?P<name>\w+)'")
 _ENGINES = {None, "DeepSpeedEngine", "PipelineEngine", "DeepSpeedHybridEngine"}  # not Trainer.save_checkpoint
 _IMPORT_NAME = re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<owner>deepspeed[\w.]*)'")
-_NO_MODULE = re.compile(r"No module named '(?P<name>deepspeed[\w.]*)'")
+_NO_MODULE = re.compile(r"No module named '(?P<name>deepspeed\.[\w.]+)'")  # not deepspeed itself: not installed
 
 _KINDS = {"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError"}
 _SUCCESSOR_CUTOFF = 60  # rapidfuzz ratio: below this a "successor" is a guess
@@ -38,13 +38,13 @@ def api_history(exception, versions: dict[str, str]) -> list[dict]:
     """Notes for the primary exception, or [] when it names no DeepSpeed API."""
     if exception is None or exception.short_type not in _KINDS:
         return []
-    message = exception.message
-    lookup = _lookup(exception.short_type, message)
+    lookup = _lookup(exception.short_type, exception.message)
     if lookup is None:
         return []
+    kind, owner, name, section, key = lookup
     index = load_index()["deepspeed"]
-    kind, owner, name, table = lookup(index)
-    if table is None:
+    table = index[section] if key is None else index[section].get(key)
+    if table is None:  # an object or module the index does not track
         return []
     releases = index["releases"]
     note = {"kind": kind, "name": name, "owner": owner, "exists_in": None,
@@ -61,21 +61,21 @@ def api_history(exception, versions: dict[str, str]) -> list[dict]:
     return [note]
 
 
-def _lookup(kind: str, message: str):
-    """(kind, owner, name, {name: span}) from the index, by the message's shape."""
+def _lookup(kind: str, message: str) -> tuple[str, str, str, str, str | None] | None:
+    """(kind, owner, name, index section, key in it) by the message's shape."""
     if kind == "AttributeError":
         if m := _MODULE_ATTRIBUTE.search(message):
-            return lambda ix: ("module_name", m["owner"], m["name"], ix["module_names"].get(m["owner"]))
+            return "module_name", m["owner"], m["name"], "module_names", m["owner"]
         if m := _ATTRIBUTE.search(message):
-            return lambda ix: ("attribute", m["owner"], m["name"], ix["classes"].get(m["owner"]))
+            return "attribute", m["owner"], m["name"], "classes", m["owner"]
     elif kind == "TypeError":
         if (m := _KEYWORD.search(message)) and m["owner"] in _ENGINES:
-            return lambda ix: ("keyword", f"{m['owner'] or 'DeepSpeedEngine'}.{m['method']}", m["name"],
-                               ix["keywords"].get(m["method"]))
+            owner = f"{m['owner'] or 'DeepSpeedEngine'}.{m['method']}"
+            return "keyword", owner, m["name"], "keywords", m["method"]
     elif m := _IMPORT_NAME.search(message):
-        return lambda ix: ("module_name", m["owner"], m["name"], ix["module_names"].get(m["owner"]))
+        return "module_name", m["owner"], m["name"], "module_names", m["owner"]
     elif m := _NO_MODULE.search(message):
-        return lambda ix: ("module", "deepspeed", m["name"], ix["modules"])
+        return "module", "deepspeed", m["name"], "modules", None
     return None
 
 
