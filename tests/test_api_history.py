@@ -80,6 +80,8 @@ def test_unexpected_keyword_through_a_framework_compares_with_the_logged_release
     logged = next(v for v in note["versions"] if v["source"] == "log")
     assert logged == {"source": "log", "version": "0.9.5", "inside": False}
     assert "the log's 0.9.5 lacks it" in note["text"]
+    # transformers' own source passes the keyword from 4.40 (indexed: 4.30, 4.40, ... 5.25).
+    assert note["callers"] == [{"project": "transformers", "passes_in": "4.40 to 5.25 (the newest indexed)"}]
     # Python before 3.10 prints the bare function name: still recognised.
     older = classify(log.replace("DeepSpeedEngine.save_checkpoint()", "save_checkpoint()")).api_history
     assert older and older[0]["exists_in"] == note["exists_in"]

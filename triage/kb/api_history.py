@@ -57,6 +57,7 @@ def api_history(exception, versions: dict[str, str]) -> list[dict]:
         later = {n: s for n, s in table.items() if s[1] == len(releases) - 1}
     note["successor"] = _successor(name, later, releases)
     note["versions"] = _compare(span, releases, versions)
+    note["callers"] = _callers(section, key, name)
     note["text"] = _sentence(note, releases)
     return [note]
 
@@ -77,6 +78,17 @@ def _lookup(kind: str, message: str) -> tuple[str, str, str, str, str | None] | 
     elif m := _NO_MODULE.search(message):
         return "module", "deepspeed", m["name"], "modules", None
     return None
+
+
+def _callers(section: str, method: str | None, name: str) -> list[dict]:
+    """The framework releases that pass this keyword (the other side of the skew)."""
+    if section != "keywords":
+        return []
+    out = []
+    for project, calls in sorted(load_index()["callers"].items()):
+        if span := calls["keywords"].get(method, {}).get(name):
+            out.append({"project": project, "passes_in": _range(calls["releases"], span)})
+    return out
 
 
 def _minor(version: str) -> str:
@@ -146,6 +158,8 @@ def _sentence(note: dict, releases: list[str]) -> str:
         holder = {"attribute": f"`{owner}`", "keyword": f"`{owner}()`",
                   "module_name": f"`{owner}`", "module": "DeepSpeed"}[note["kind"]]
         text += f"; from {successor['from']} {holder} has `{successor['name']}`"
+    for caller in note["callers"]:
+        text += f"; {caller['project']} {caller['passes_in']} passes it"
     for seen in note["versions"]:
         if seen["inside"] is not None:
             who = {"installed": "installed here", "log": "the log's", "checkpoint": "the checkpoint's"}[seen["source"]]
