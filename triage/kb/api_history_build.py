@@ -264,7 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "ds-triage" / "releases")
     parser.add_argument("--out", type=Path, default=INDEX_PATH)
     args = parser.parse_args(argv)
-    index = build(args.cache)
+    try:
+        index = build(args.cache)
+    except OSError as error:  # urllib's URLError included: no registry, no index
+        raise SystemExit(f"api_history_build: cannot fetch the releases from PyPI: {error}") from None
     args.out.write_text(json.dumps(index, separators=(",", ":"), sort_keys=True) + "\n")
     print(f"wrote {args.out} ({args.out.stat().st_size} bytes)")
     return 0
