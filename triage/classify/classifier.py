@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from triage.classify.commands import guess_checkpoint
 from triage.kb import RuleSet, load_rules
+from triage.kb.api_history import api_history
 from triage.classify.match import rank
 from triage.logs.parse import parse
 from triage.classify.report import Report
@@ -16,4 +17,4 @@ def classify(text: str, *, rules: RuleSet | None = None, truncated: bool = False
     hypotheses = rank(incident, lines, rules.rules)
     known = guess_checkpoint(incident.paths)
     known.update({k: v for k, v in (facts or {}).items() if v})
-    return Report(incident, hypotheses, known)
+    return Report(incident, hypotheses, known, api_history(incident.primary, incident.versions))

@@ -42,6 +42,7 @@ def render_report(report: Report, style: Style | None = None) -> str:
         out.append("note: the log was larger than 32 MiB; its head and tail were read")
     if not report.hypotheses:
         out.append(style("no checkpoint-loading failure recognised (category: unknown)", "1"))
+        out.extend(_api_history_lines(report, style))
         out.append("If this is a checkpoint-loading failure, `ds-triage rules list` shows the failures ds-triage knows; please report the log.")
         return "\n".join(out) + "\n"
     top = report.top
@@ -58,6 +59,7 @@ def render_report(report: Report, style: Style | None = None) -> str:
             out.append(f"   > {text}" if text else f"   > {evidence.why}")
             if text:
                 out.append(style(f"     ({evidence.why})", "2"))
+    out.extend(_api_history_lines(report, style))
     out.append("")
     out.append(style("verify, in order (" + " -> ".join(PHASES[:5]) + "):", "1"))
     seen: set[str] = set()  # two causes often share a check (`ls -la` of the tag dir): run it once
@@ -77,6 +79,15 @@ def render_report(report: Report, style: Style | None = None) -> str:
         out.append("")
         out.append("(set CKPT and TAG to your checkpoint directory and tag before running the commands)")
     return "\n".join(out) + "\n"
+
+
+def _api_history_lines(report: Report, style: Style) -> list[str]:
+    """The releases that define the name or keyword the error misses (version skew)."""
+    if not report.api_history:
+        return []
+    return ["", style("api history (DeepSpeed releases, from the committed index):", "1")] + [
+        f"  {note['text']}" for note in report.api_history
+    ]
 
 
 def _short(path: str) -> str:

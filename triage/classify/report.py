@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from triage.classify.commands import render
 from triage.kb.verify_steps import ordered, runs_code
@@ -36,6 +36,8 @@ class Report:
     incident: Incident
     hypotheses: list[Hypothesis]
     facts: dict
+    # Which DeepSpeed releases define the name or keyword the error misses (kb/api_history).
+    api_history: list[dict] = field(default_factory=list)
 
     @property
     def top(self) -> Hypothesis | None:
@@ -66,6 +68,7 @@ class Report:
             "incident": self.incident.to_json(),
             "checkpoint": {"path": self.facts.get("ckpt"), "tag": self.facts.get("tag")},
             "hypotheses": [self._hypothesis_json(h) for h in self.hypotheses],
+            "api_history": self.api_history,
         }
 
     def _hypothesis_json(self, h: Hypothesis) -> dict:
