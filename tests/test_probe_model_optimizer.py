@@ -2,6 +2,7 @@
 saved names and shapes vs --model, the saved optimizer vs --optimizer / --param-groups."""
 
 import json
+import os
 import struct
 
 import pytest
@@ -106,6 +107,15 @@ def test_bad_model_files_are_bad_input(tmp_path):
         (tmp_path / name).write_text(text)
         with pytest.raises(BadInput, match="--model"):
             read_model(str(tmp_path / name))
+
+
+def test_a_fifo_as_model_is_refused_without_opening_it(cli, tmp_path):
+    """Opening a FIFO blocks until a writer comes: the CLI must refuse it at once (exit 3, one line)."""
+    fifo = tmp_path / "model.json"
+    os.mkfifo(fifo)
+    proc = cli("probe", pc.scenario(pc.HEALTHY), "--model", fifo)
+    assert proc.returncode == 3 and b"a FIFO, not a regular file" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
 
 
 def test_model_is_inconclusive_without_a_model():

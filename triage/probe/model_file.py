@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from triage.errors import BadInput
 from triage.logs.inputs import json_object
+from triage.probe.confine import special
 from triage.probe.safe_pickle import ShardMeta, TensorMeta, read_pickle, tensor_shapes
 
 MAX_TEXT_BYTES = 64 * 1024 * 1024
@@ -43,8 +44,9 @@ class ModelShapes:
 
 def read_model(path: str) -> ModelShapes:
     """The expected names -> shapes; BadInput when the file cannot be used."""
-    if not os.path.isfile(path):
-        raise BadInput(f"--model {path}: no such file")
+    if not os.path.isfile(path):  # a FIFO or device is refused here, never opened (it could block)
+        other = special(path)
+        raise BadInput(f"--model {path}: {f'{other}, not a regular file' if other else 'no such file'}")
     lower = path.lower()
     try:
         if lower.endswith(".safetensors"):
