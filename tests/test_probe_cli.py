@@ -202,6 +202,16 @@ def test_triage_human_output_strikes_off_refuted_causes(cli):
     assert "fix (DS-Z001):" in out
 
 
+def test_triage_quiet_and_markdown(cli):
+    """-q: the verdict in one line; --format markdown: the ticket, with the probes and the verdict."""
+    args = ("triage", "--log", CASES / "zero3-saved-stage2-load-dp2.log", "--ckpt", pc.scenario(pc.ZERO3))
+    quiet = cli(*args, "-q")
+    assert quiet.returncode == 0 and quiet.stdout.decode() == "confirmed zero_stage_mismatch [DS-Z001]\n"
+    md = cli(*args, "--format", "markdown").stdout.decode()
+    assert md.startswith("# Incident report: zero_stage_mismatch [DS-Z001]\n") and "Written by `ds-triage triage`" in md
+    assert "## Probe results" in md and "**zero_stage_mismatch** (DS-Z001), confirmed" in md
+
+
 def test_triage_judges_the_level_of_the_dir_the_log_says_was_loaded(cli, tmp_path):
     # A real log of a load given the tag dir, its paths moved to this machine's copy of a healthy
     # checkpoint: DeepSpeed's "Unable to find latest file at DIR/latest" names the dir it was given.

@@ -98,3 +98,27 @@ def test_bad_input_is_exit_3(cli, args, message):
     root = pc.scenario(pc.HEALTHY)
     proc = cli("verify", *[a.format(root=root) for a in args])
     assert proc.returncode == 3 and message in proc.stderr.decode()
+
+
+def test_junit_xml_shows_the_gate_to_ci(cli, tmp_path):
+    """--junit: a testcase per probe, the manifest and the trust walk; the failures are the problems."""
+    import xml.etree.ElementTree as ET
+
+    root = with_manifest(cli, "verify-junit")
+    healthy = ET.parse(_junit(cli, root, tmp_path / "healthy.xml", 0)).getroot()
+    names = [c.get("name") for c in healthy.iter("testcase")]
+    assert {"integrity", "manifest", "trust"} <= set(names) and healthy.get("failures") == "0"
+    assert healthy.get("tests") == str(len(names))
+    flip_tensor_byte(root / SHARD)
+    broken = ET.parse(_junit(cli, root, tmp_path / "broken.xml", 1)).getroot()
+    [failed] = [c for c in broken.iter("testcase") if c.find("failure") is not None]
+    assert failed.get("name") == "manifest" and broken.get("failures") == "1"
+    assert "zero_pp_rank_0_mp_rank_00_optim_states.pt: sha256" in failed.find("failure").text
+    proc = cli("verify", root, "--junit", tmp_path / "no" / "dir.xml")
+    assert proc.returncode == 3 and b"--junit" in proc.stderr
+
+
+def _junit(cli, root, path, code):
+    proc = cli("verify", root, "--junit", path)
+    assert proc.returncode == code, proc.stderr
+    return path

@@ -57,7 +57,7 @@ def excerpt(log: str, marked: set[int]) -> list[str]:
     return out
 
 
-def markdown(session: Session) -> str:
+def markdown(session: Session, by: str = "chat") -> str:
     ranked = session.ranked()
     t = session.triage
     if t is not None and t.verdict["status"] == "confirmed":
@@ -67,7 +67,7 @@ def markdown(session: Session) -> str:
     else:
         title = "no checkpoint-loading failure recognised"
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"# Incident report: {title}", "", f"Written by `ds-triage chat` {__version__} on {now}.", "",
+    out = [f"# Incident report: {title}", "", f"Written by `ds-triage {by}` {__version__} on {now}.", "",
            "## The load", ""]
     out += [f"- {LABELS[name]}: {session.describe(name) or 'not given'}" for name in FACTS]
     if session.report is not None:
@@ -133,6 +133,13 @@ def _fix_part(session: Session, h) -> list[str]:
     if repairs:
         out += ["", f"Repairs ({replies.REPAIR_NOTE}):", ""] + ["```sh"] + repairs + ["```"]
     return out
+
+
+def report_markdown(rules, log: str, report, triage=None, given: dict | None = None, by: str = "classify") -> str:
+    """The same report for `classify` / `triage --format markdown`: one incident, no chat."""
+    session = Session(rules, given=dict(given or {}))
+    session.log, session.report, session.triage = log, report, triage
+    return markdown(session, by)
 
 
 def write_report(session: Session, path: str) -> Reply:

@@ -11,6 +11,8 @@ MAX_EVIDENCE = 4
 
 
 class Style:
+    choice = "auto"  # --color, set once by the command line
+
     def __init__(self, enabled: bool):
         self.enabled = enabled
 
@@ -19,14 +21,31 @@ class Style:
 
     @classmethod
     def for_stream(cls, stream) -> "Style":
-        enabled = (
-            hasattr(stream, "isatty") and stream.isatty()
-            and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-        )
-        return cls(enabled)
+        return cls(wants_color(cls.choice, stream, os.environ))
 
 
-def render_report(report: Report, style: Style | None = None) -> str:
+def wants_color(choice: str, stream, environ) -> bool:
+    """--color always/never decide; auto: NO_COLOR set non-empty (no-color.org) says no, then
+    FORCE_COLOR set non-empty (force-color.org) says yes, then a TTY that is not TERM=dumb."""
+    if choice != "auto":
+        return choice == "always"
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR"):
+        return True
+    return bool(hasattr(stream, "isatty") and stream.isatty() and environ.get("TERM") != "dumb")
+
+
+def render_brief(report: Report) -> str:
+    """-q: the answer in one line: `RULE category: title`, or `unknown`."""
+    top = report.top
+    if top is None:
+        return "unknown: no checkpoint-loading failure recognised\n"
+    return f"{top.rule.id} {top.rule.category}: {top.rule.title}\n"
+
+
+def render_report(report: Report, style: Style | None = None, full: bool = False) -> str:
+    """The terminal report; `full` (-v) shows every piece of evidence, not the first MAX_EVIDENCE."""
     style = style or Style(False)
     out: list[str] = []
     incident = report.incident
@@ -53,7 +72,7 @@ def render_report(report: Report, style: Style | None = None) -> str:
         out.append(style(f"{number}. {h.confidence:.2f}  {h.rule.id}  {h.rule.title}", "1;33" if number == 1 else "33"))
         out.append(f"   category: {h.rule.category}")
         out.append(f"   {h.rule.data['summary']}")
-        for evidence in h.evidence[:MAX_EVIDENCE]:
+        for evidence in h.evidence if full else h.evidence[:MAX_EVIDENCE]:
             where = f"line {evidence.line}: " if evidence.line else ""
             text = f"{where}{evidence.text}".strip()
             out.append(f"   > {text}" if text else f"   > {evidence.why}")

@@ -7,6 +7,7 @@ import os
 import sys
 
 from triage import __version__
+from triage.cli.output import add_common_options
 from triage.errors import EXIT_INTERNAL, EXIT_USAGE, TriageError
 
 SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve")
@@ -22,15 +23,34 @@ def build_parser() -> argparse.ArgumentParser:
     for name in SUBCOMMANDS:
         module = __import__(f"triage.cli.{name}", fromlist=["register"])
         module.register(subparsers)
+    for sub in subparsers.choices.values():
+        add_common_options(sub)
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, except that an option the subcommand does not know is reported with the
+    subcommand's own usage (argparse leaves unknown options to the top parser's usage)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = _subparsers(parser).choices.get(args.command) if args.command else None
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from triage.classify.render import Style
+
+    Style.choice = args.color
     try:
         return args.run(args)
     except TriageError as exc:
@@ -44,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # never show a traceback to the person on call
-        if os.environ.get("DS_TRIAGE_DEBUG"):
+        if os.environ.get("DS_TRIAGE_DEBUG") or args.verbose:
             raise
         print(f"ds-triage: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print("ds-triage: rerun with DS_TRIAGE_DEBUG=1 for the traceback, and please report it", file=sys.stderr)

@@ -1,10 +1,35 @@
-"""Writing a command's result: the JSON object (`--json`) or the terminal text."""
+"""Writing a command's result, and the options every subcommand shares for it.
+
+`--color`, `-q` and `-v` are added to every subcommand in one place (`add_common_options`);
+`--format` (with `--json` as its short form) only where a command has more than one form.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from typing import Callable
+
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+def add_common_options(parser) -> None:
+    """The options of every subcommand (added by the dispatcher, after each module registers)."""
+    parser.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                        help="colour the terminal report: auto (a TTY, unless NO_COLOR is set non-empty; "
+                        "FORCE_COLOR set non-empty forces it), always, never")
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true",
+                      help="less output: the answer only (classify, triage), no notes or progress on stderr")
+    loud.add_argument("-v", "--verbose", action="store_true",
+                      help="more output: every piece of evidence; the traceback of an internal error")
+
+
+def add_format_option(parser, formats: tuple[str, ...], schema: str) -> None:
+    """`--format` among `formats` (the first is the default) and `--json` for `--format json`."""
+    parser.add_argument("--format", choices=formats, default=formats[0],
+                        help=f"output form: {', '.join(formats)} (json: {schema})")
+    parser.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
 
 
 def emit(as_json: bool, data: Callable[[], dict], text: Callable[[], str]) -> None:
@@ -14,3 +39,8 @@ def emit(as_json: bool, data: Callable[[], dict], text: Callable[[], str]) -> No
         sys.stdout.write("\n")
     else:
         sys.stdout.write(text())
+
+
+def emit_format(form: str, data: Callable[[], dict], texts: dict[str, Callable[[], str]]) -> None:
+    """--format: json from `data`, any other form from its thunk in `texts`."""
+    emit(form == "json", data, texts.get(form, texts["text"]))

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from triage.cli.output import emit
+from triage.cli.output import add_format_option, emit
 from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput, UsageError
 
 
@@ -64,7 +64,6 @@ def add_target_options(parser) -> None:
     parser.add_argument("--as-user", metavar="USER",
                         help="check permissions as the job's user (name, uid or uid:gid; needs root): root itself "
                         "reads everything")
-    parser.add_argument("--json", action="store_true", help="print the JSON report")
 
 
 def register(subparsers) -> None:
@@ -78,6 +77,7 @@ def register(subparsers) -> None:
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (the --load dir), a global_stepN dir, a shard "
                         "file, or a Hugging Face checkpoint-N dir")
     add_target_options(parser)
+    add_format_option(parser, ("text", "json"), "docs/schemas/probe.schema.json")
     parser.set_defaults(run=run)
     parser.epilog = "JSON: docs/schemas/probe.schema.json"
 
@@ -122,5 +122,5 @@ def run(args) -> int:
     ctx = context_from(args)
     asked = ("memory",) if args.host_memory or args.ranks_per_node else ()
     report = probe_all(ctx, asked)
-    emit(args.json, report.to_json, lambda: render_probe(report, Style.for_stream(sys.stdout)))
+    emit(args.format == "json", report.to_json, lambda: render_probe(report, Style.for_stream(sys.stdout)))
     return EXIT_PROBE_FOUND if report.problems else EXIT_PROBE_CLEAN

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from triage.cli.output import emit
+from triage.cli.output import add_format_option, emit_format
 from triage.cli.probe import add_target_options, context_from
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
 
@@ -22,6 +22,7 @@ def register(subparsers) -> None:
                         "or Hugging Face checkpoint-N dir)")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     add_target_options(parser)
+    add_format_option(parser, ("text", "json", "markdown"), "docs/schemas/triage.schema.json")
     parser.epilog = "JSON: docs/schemas/triage.schema.json"
     parser.set_defaults(run=run)
 
@@ -36,10 +37,27 @@ def run(args) -> int:
 
     log = read_log(args.log)
     ctx = context_from(args, log.text)
+    rules = load_rules(args.rules)
     report = classify(
-        log.text, rules=load_rules(args.rules), truncated=log.truncated, decode_errors=log.decode_errors,
+        log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors,
         facts={"ckpt": ctx.ckpt.root, "tag": ctx.ckpt.tag, "config": args.config},
     )
     result = triage(report, ctx)
-    emit(args.json, result.to_json, lambda: render_triage(result, Style.for_stream(sys.stdout)))
+    emit_format(args.format, result.to_json, {
+        "text": lambda: brief(result) if args.quiet else render_triage(result, Style.for_stream(sys.stdout)),
+        "markdown": lambda: _markdown(rules, log.text, report, result, args),
+    })
     return EXIT_FOUND if result.confirmed else EXIT_UNKNOWN
+
+
+def brief(result) -> str:
+    """-q: the verdict in one line: `status category [RULE]`."""
+    v = result.verdict
+    return f"{v['status']} {v['category']}" + (f" [{v['rule_id']}]" if v.get("rule_id") else "") + "\n"
+
+
+def _markdown(rules, log: str, report, result, args) -> str:
+    from triage.chat.export import report_markdown
+
+    given = {"ckpt": args.ckpt, "config": args.config, "stage": args.stage, "world_size": args.world_size}
+    return report_markdown(rules, log, report, triage=result, given=given, by="triage")

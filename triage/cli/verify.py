@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from triage.cli.output import emit
-from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND
+from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput
 from triage.probe.result import CONFIRMED, INCONCLUSIVE
 
 
@@ -22,6 +22,8 @@ def register(subparsers) -> None:
     parser.add_argument("--sizes-only", action="store_true", help="compare file sizes, not checksums (fast)")
     parser.add_argument("--deep", action="store_true", help="also verify every zip record's CRC-32")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
+    parser.add_argument("--junit", metavar="FILE", help="also write the result as JUnit XML (a testcase per probe, "
+                        "the manifest and the trust walk) for a CI system's test view")
     parser.set_defaults(run=run)
 
 
@@ -54,5 +56,17 @@ def run(args) -> int:
     from triage.repair.verify import verify
 
     report = verify(args.ckpt, args.manifest, deep=args.deep, hashed=not args.sizes_only)
+    if args.junit:
+        _write_junit(report, args.junit)
     emit(args.json, report.to_json, lambda: render(report))
     return EXIT_PROBE_CLEAN if report.healthy else EXIT_PROBE_FOUND
+
+
+def _write_junit(report, path: str) -> None:
+    from triage.repair.junit import junit_xml
+
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(junit_xml(report))
+    except OSError as exc:
+        raise BadInput(f"--junit {path}: cannot write it: {exc.strerror or exc}") from None
