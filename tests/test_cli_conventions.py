@@ -8,9 +8,11 @@ import json
 import pytest
 
 from tests.conftest import CORPUS
+from tests.test_probe_cli import _validator, errors
 from triage.classify.render import wants_color
 
 STAGE = CORPUS / "cases" / "job-zero3-train-then-stage2-load.log"  # DS-Z001, a real load's log
+CLASSIFY = _validator("classify.schema.json")
 CLEAN = next((CORPUS / "clean").glob("*.log"))  # a healthy run's log: nothing to find
 
 
@@ -74,6 +76,7 @@ def test_several_logs(cli, tmp_path):
     reports = [json.loads(line) for line in proc.stdout.decode().splitlines()]
     assert proc.returncode == 0 and [r["source"] for r in reports] == [str(STAGE), str(CLEAN)]
     assert [r["category"] for r in reports] == ["zero_stage_mismatch", "unknown"]
+    assert [errors(CLASSIFY, r) for r in reports] == [[], []]
     text = cli("classify", STAGE, CLEAN).stdout.decode()
     assert f"==> {STAGE} <==" in text and f"==> {CLEAN} <==" in text
     assert cli("classify", CLEAN, CLEAN).returncode == 1  # nothing found in any

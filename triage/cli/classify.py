@@ -82,4 +82,6 @@ def _form(args, rules, report, text: str, source: str, several: bool, first: boo
         body = render_report(report, Style.for_stream(sys.stdout), full=args.verbose)
     if not several:
         return body
+    if args.quiet and args.format == "text":  # one line a log, like grep -H
+        return f"{source}: {body}"
     return ("" if first else "\n") + f"==> {source} <==\n" + body
