@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -32,6 +33,15 @@ class Server:
         found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
         assert found, line
         self.port = int(found.group(1))
+        # serve writes each incident to stdout as it closes: read it as it comes, or a full pipe
+        # (64 KiB) blocks the server mid-request, as a shell pipeline's reader would not
+        self.out = bytearray()
+        self.reader = threading.Thread(target=self._read_stdout)
+        self.reader.start()
+
+    def _read_stdout(self):
+        for chunk in iter(self.proc.stdout.read1, b""):
+            self.out += chunk
 
     def request(self, method, path, body=None, headers=None):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
@@ -44,8 +54,10 @@ class Server:
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
-        out, err = self.proc.communicate(timeout=60)
-        return self.proc.returncode, out.decode(), err.decode()
+        self.proc.wait(timeout=60)
+        self.reader.join()
+        err = self.proc.stderr.read()
+        return self.proc.returncode, self.out.decode(), err.decode()
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +163,40 @@ def test_a_port_in_use_is_bad_input(server, cli):
     proc = cli("serve", "--port", server.port)
     assert proc.returncode == 3
     assert f"cannot listen on 127.0.0.1:{server.port}" in proc.stderr.decode() and b"Traceback" not in proc.stderr
+
+
+def test_metrics_count_what_serve_did(server):
+    """GET /metrics in the Prometheus text format, read back with prometheus_client's own parser:
+    a classify, an incident through /ingest, a 404, each counted by its labels."""
+    def scrape():
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        assert response.status == 200 and response.getheader("Content-Type").startswith("text/plain")
+        text = response.read().decode()
+        conn.close()
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
+
+    def delta(name, **labels):
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    category = env.classified_as(FAILURE)
+    lines = env.case_lines(FAILURE)
+    before = scrape()
+    server.request("POST", "/classify", "\n".join(lines).encode(), {"Content-Type": "text/plain"})
+    body = "\n".join(json.dumps(r) for r in env.fluentbit(lines, "metrics-0")).encode()
+    server.request("POST", "/ingest", body, {"Content-Type": "application/x-ndjson"})
+    server.request("POST", "/flush")
+    server.request("GET", "/no/such/route")
+    after = scrape()
+    assert delta("ds_triage_classified_total", category=category) == 1
+    assert delta("ds_triage_incidents_total", category=category) == 1
+    assert delta("ds_triage_records_total") == len(lines) and delta("ds_triage_malformed_total") == 0
+    assert delta("ds_triage_requests_total", route="/classify", status="200") == 1
+    assert delta("ds_triage_requests_total", route="other", status="404") == 1
+    assert delta("ds_triage_request_seconds_count", route="/ingest") == 1
+    assert after[("ds_triage_open_incidents", ())] == 0

@@ -10,7 +10,8 @@ from triage import __version__
 from triage.cli.output import add_common_options
 from triage.errors import EXIT_INTERNAL, EXIT_USAGE, TriageError
 
-SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve")
+SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve",
+               "completion")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -65,7 +65,7 @@ def run(args) -> int:
         print(f"ds-triage serve: warning: {args.host} is reachable from other hosts and there is no "
               "authentication; put it behind a proxy that checks who calls", file=sys.stderr)
     print(f"ds-triage serve: listening on http://{_url_host(host)}:{port} "
-          "(POST /classify, POST /ingest, POST /flush, GET /incidents, GET /healthz)", file=sys.stderr, flush=True)
+          "(POST /classify, POST /ingest, POST /flush, GET /incidents, GET /healthz, GET /metrics)", file=sys.stderr, flush=True)
     # SIGTERM asks serve_forever to return. Raising from the handler instead would be caught by
     # socketserver's per-request `except Exception` when it lands mid-request, and the server
     # would go on; shutdown() must come from another thread, as it waits for the loop to end.

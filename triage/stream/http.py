@@ -8,6 +8,7 @@
     POST /flush      close every open incident now -> {"incidents": [...]}
     GET  /incidents  ?since=ID&limit=N -> {"incidents": [...], "next": ID}
     GET  /healthz    -> {"status": "ok", ...}
+    GET  /metrics    -> Prometheus text format (metrics.py)
 
 Every answer is JSON, errors included ({"error": "...", "status": N}): 400 malformed, 404,
 405 (with Allow), 411 no Content-Length, 413 over --max-body (after gunzip too), 415 a
@@ -37,10 +38,12 @@ from urllib.parse import parse_qs, urlsplit
 from triage import __version__
 from triage.errors import BadInput
 from triage.stream.ingest import Ingest, json_values
+from triage.stream.metrics import CONTENT_TYPE as METRICS_TYPE, Metrics
 from triage.stream.workers import Busy, OverBudget
 from triage.stream.records import Decoder
 
-ROUTES = {"/classify": "POST", "/ingest": "POST", "/flush": "POST", "/incidents": "GET", "/healthz": "GET"}
+ROUTES = {"/classify": "POST", "/ingest": "POST", "/flush": "POST", "/incidents": "GET", "/healthz": "GET",
+          "/metrics": "GET"}
 JSON_TYPES = {"application/json", "application/x-ndjson", "application/ndjson", "application/jsonl",
               "application/x-jsonlines", "application/json-lines", "application/jsonlines"}
 TEXT_TYPES = {"text/plain", "application/octet-stream", ""}
@@ -62,9 +65,12 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # the listen backlog: a fleet's shippers connect at once
 
-    def __init__(self, address, *, ingest: Ingest, decoder: Decoder, classify, rules_count: int, max_body: int):
+    def __init__(self, address, *, ingest: Ingest, decoder: Decoder, classify, rules_count: int, max_body: int,
+                 metrics: Metrics | None = None):
         self.ingest, self.decoder, self.classify = ingest, decoder, classify
         self.rules_count, self.max_body = rules_count, max_body
+        self.metrics = metrics or Metrics(ingest.open_incidents)
+        ingest.on_close = self.metrics.closed
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, Handler)
@@ -95,6 +101,8 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
         self._consumed = False
+        self._route = url.path if url.path in ROUTES else "other"  # a metrics label: never the raw path
+        self._started = time.monotonic()
         try:
             allowed = ROUTES.get(url.path)
             if allowed is None:
@@ -114,6 +122,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(500, {"error": f"internal error: {type(exc).__name__}: {exc}", "status": 500})
 
     # routes
+    def _metrics(self, query):
+        return 200, self.server.metrics.text()
+
     def _healthz(self, query):
         return 200, {"status": "ok", "version": __version__, "rules": self.server.rules_count,
                      "open_incidents": self.server.ingest.open_incidents()}
@@ -148,11 +159,13 @@ class Handler(BaseHTTPRequestHandler):
         except BadInput as exc:
             raise HTTPError(400, exc.message) from None
         try:
-            return 200, self.server.classify(log.text, truncated=log.truncated, decode_errors=log.decode_errors)
+            report = self.server.classify(log.text, truncated=log.truncated, decode_errors=log.decode_errors)
         except Busy as exc:
             raise HTTPError(503, f"{exc}; retry later", {"Retry-After": "5"}) from None
         except OverBudget as exc:
             raise HTTPError(503, f"{exc}; send a shorter log", {"Retry-After": "5"}) from None
+        self.server.metrics.classified.labels(report.get("category", "unknown")).inc()
+        return 200, report
 
     def _ingest(self, query):
         kind, data = self._body()
@@ -171,6 +184,8 @@ class Handler(BaseHTTPRequestHandler):
             result = self.server.ingest.add_lines(text, (query.get("stream") or [None])[0])
         else:
             raise self._unsupported(kind)
+        self.server.metrics.records.inc(result["records"])
+        self.server.metrics.malformed.inc(result["malformed"])
         return 200, result
 
     # plumbing
@@ -219,10 +234,16 @@ class Handler(BaseHTTPRequestHandler):
         hint = HINTS.get(kind, "send application/json, application/x-ndjson or text/plain")
         return HTTPError(415, f"Content-Type {kind or '(none)'} is not accepted here; {hint}")
 
-    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
-        payload = (json.dumps(body, ensure_ascii=False) + "\n").encode("utf-8")
+    def _send(self, status: int, body: dict | bytes, headers: dict | None = None) -> None:
+        """JSON, or the metrics text (bytes); every answer is counted and timed for /metrics."""
+        if isinstance(body, bytes):
+            payload, kind = body, METRICS_TYPE
+        else:
+            payload, kind = (json.dumps(body, ensure_ascii=False) + "\n").encode("utf-8"), "application/json; charset=utf-8"
+        if hasattr(self, "_started"):
+            self.server.metrics.answered(self._route, status, time.monotonic() - self._started)
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(payload)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)

@@ -26,6 +26,7 @@ class Ingest:
         self.kept: deque[dict] = deque(maxlen=keep)
         self.write = write
         self._closed_now: list[dict] = []
+        self.on_close: Callable[[dict], None] | None = None  # serve's metrics count each incident
         self.triage = make_triage(self._closed)
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -36,6 +37,8 @@ class Ingest:
         self._closed_now.append(incident)
         if self.write:
             self.write(incident)
+        if self.on_close:
+            self.on_close(incident)
 
     def add_values(self, values: list, decoder: Decoder) -> dict:
         """Parsed JSON values of one request: what was read, and the incidents it closed."""
