@@ -90,3 +90,19 @@ def test_a_bad_option_gets_the_subcommands_usage(cli, sub):
     err = proc.stderr.decode()
     assert proc.returncode == 2 and err.startswith(f"usage: ds-triage {sub} ")
     assert "unrecognized arguments: --no-such-option" in err
+
+
+def test_runbook_url_on_every_hypothesis_of_classify_triage_and_stream(cli):
+    """--docs-url (or DS_TRIAGE_DOCS_URL) gives each hypothesis its page; without, null."""
+    base = "https://docs.example.org/ds-triage"
+    data = json.loads(cli("classify", "--json", "--docs-url", base, STAGE).stdout)
+    assert [h["runbook_url"] for h in data["hypotheses"]] == [
+        f"{base}/rules/{h['rule_id']}/" for h in data["hypotheses"]] and data["hypotheses"]
+    assert all(h["runbook_url"] is None for h in json.loads(cli("classify", "--json", STAGE).stdout)["hypotheses"])
+    text = cli("classify", STAGE, env={"DS_TRIAGE_DOCS_URL": base + "/"}).stdout.decode()
+    assert f"runbook: {base}/rules/DS-Z001/" in text
+    assert "runbook: ds-triage runbook DS-Z001" in cli("classify", STAGE).stdout.decode()
+    stream = cli("stream", "--docs-url", base, STAGE)
+    [incident] = [json.loads(line) for line in stream.stdout.decode().splitlines()]
+    assert incident["classification"]["hypotheses"][0]["runbook_url"] == f"{base}/rules/DS-Z001/"
+    assert cli("classify", "--docs-url", "docs.example.org", STAGE).returncode == 2

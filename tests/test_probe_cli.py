@@ -210,6 +210,8 @@ def test_triage_quiet_and_markdown(cli):
     md = cli(*args, "--format", "markdown").stdout.decode()
     assert md.startswith("# Incident report: zero_stage_mismatch [DS-Z001]\n") and "Written by `ds-triage triage`" in md
     assert "## Probe results" in md and "**zero_stage_mismatch** (DS-Z001), confirmed" in md
+    data = json.loads(cli(*args, "--json", "--docs-url", "https://docs.example.org/ds-triage/").stdout)
+    assert data["hypotheses"][0]["runbook_url"] == "https://docs.example.org/ds-triage/rules/DS-Z001/"
 
 
 def test_triage_judges_the_level_of_the_dir_the_log_says_was_loaded(cli, tmp_path):

@@ -4,6 +4,7 @@ Strict: a broken link, a missing anchor or a page named in the nav that does not
 the build. mkdocs is a test dependency (pyproject.toml's `test` extra), never skipped.
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+DOCS_URL = "https://docs.example.org/ds-triage/"  # where a team would publish the site
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
@@ -19,7 +22,7 @@ def site(tmp_path_factory):
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
          "--site-dir", str(site)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=dict(os.environ, DS_TRIAGE_DOCS_URL=DOCS_URL),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return site
@@ -65,3 +68,17 @@ def test_the_which_command_chart_names_real_commands(site):
     assert {"classify", "triage", "probe", "repair", "verify", "stream"} <= named
     assert named <= set(SUBCOMMANDS)
     assert '<pre class="mermaid"><code>flowchart TD' in (site / "guide" / "index.html").read_text()
+
+
+def test_every_runbook_url_is_its_rules_page_in_the_site(site, rules, monkeypatch):
+    """classify's runbook_url, with the site published at DOCS_URL, is the canonical URL mkdocs
+    gives the rule's page: an alert that carries it links to the page that exists."""
+    from triage.runbook import links
+
+    monkeypatch.setenv(links.ENV, DOCS_URL.rstrip("/"))
+    for rule in rules.rules:
+        url = links.runbook_url(rule.id)
+        page = site / url.removeprefix(DOCS_URL) / "index.html"
+        assert f'<link rel="canonical" href="{url}">' in page.read_text(), rule.id
+    monkeypatch.delenv(links.ENV)
+    assert links.runbook_url("DS-Z001") is None

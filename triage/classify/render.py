@@ -6,6 +6,7 @@ import os
 import sys
 
 from triage.classify.report import PHASES, Report
+from triage.runbook.links import runbook_url
 
 MAX_EVIDENCE = 4
 
@@ -94,6 +95,7 @@ def render_report(report: Report, style: Style | None = None, full: bool = False
     for step in top.rule.data["fix"]:
         mark = "" if step["safety"] == "safe" else "  [unsafe: " + step.get("why", "") + "]"
         out.append(f"  - {step['title']}{mark}")
+    out.append(f"runbook: {runbook_url(top.rule.id) or f'ds-triage runbook {top.rule.id}'}")
     if report.facts.get("ckpt") is None:
         out.append("")
         out.append("(set CKPT and TAG to your checkpoint directory and tag before running the commands)")

@@ -8,6 +8,7 @@ from triage.classify.commands import render
 from triage.kb.verify_steps import ordered, runs_code
 from triage.logs.incident import Incident
 from triage.classify.match import Hypothesis
+from triage.runbook.links import runbook_url
 
 SCHEMA_VERSION = 1
 
@@ -76,6 +77,7 @@ class Report:
         return {
             "rule_id": h.rule.id,
             "category": h.rule.category,
+            "runbook_url": runbook_url(h.rule.id),
             "title": h.rule.title,
             "summary": data["summary"],
             "confidence": round(h.confidence, 3),

@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     from triage.classify.render import Style
 
     Style.choice = args.color
+    if getattr(args, "docs_url", None):
+        from triage.runbook.links import set_docs_url
+
+        set_docs_url(args.docs_url)
     try:
         return args.run(args)
     except TriageError as exc:

@@ -32,6 +32,15 @@ def add_format_option(parser, formats: tuple[str, ...], schema: str) -> None:
     parser.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
 
 
+def add_docs_url_option(parser) -> None:
+    """--docs-url: the base of the published docs site, for each hypothesis' runbook_url."""
+    from triage.runbook.links import ENV, check_docs_url
+
+    parser.add_argument("--docs-url", metavar="URL", type=check_docs_url,
+                        help=f"base URL of the published ds-triage docs site, for each hypothesis' runbook_url "
+                        f"(default: ${ENV}; none: runbook_url is null)")
+
+
 def emit(as_json: bool, data: Callable[[], dict], text: Callable[[], str]) -> None:
     """Both are thunks: only the form asked for is built."""
     if as_json:

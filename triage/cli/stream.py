@@ -6,6 +6,7 @@ import json
 import sys
 
 from triage.cli.log_source import log_source
+from triage.cli.output import add_docs_url_option
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
 
 
@@ -54,6 +55,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-streams", type=_positive(int), default=d.max_streams, metavar="N",
                         help=f"streams remembered; past it the least recent is forgotten, its incident emitted (default {d.max_streams})")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_docs_url_option(parser)
 
 
 def build(args, write):

@@ -1,0 +1,41 @@
+"""Where a rule's runbook page lives on the web: the `runbook_url` of every hypothesis.
+
+The docs are a mkdocs site (`mkdocs build`), published wherever the team hosts it; its base
+URL comes from `--docs-url`, else `DS_TRIAGE_DOCS_URL` (the same variable sets mkdocs.yml's
+`site_url`). With neither there is no page to link to: `runbook_url` is null and the
+report names the `ds-triage runbook RULE` command instead, which works offline.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+ENV = "DS_TRIAGE_DOCS_URL"
+
+
+def set_docs_url(url: str | None) -> None:
+    """--docs-url: kept in the environment so that serve's worker processes see it too."""
+    if url:
+        os.environ[ENV] = url
+
+
+def docs_url() -> str | None:
+    url = os.environ.get(ENV, "").strip()
+    return url.rstrip("/") + "/" if url else None
+
+
+def runbook_url(rule_id: str) -> str | None:
+    """The rule's page in the site (mkdocs' directory URLs: docs/rules/DS-X003.md -> rules/DS-X003/)."""
+    base = docs_url()
+    return f"{base}rules/{rule_id}/" if base else None
+
+
+def check_docs_url(url: str) -> str:
+    """argparse type for --docs-url: an http(s) URL."""
+    import argparse
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {url!r}")
+    return url
