@@ -106,3 +106,19 @@ def test_runbook_url_on_every_hypothesis_of_classify_triage_and_stream(cli):
     [incident] = [json.loads(line) for line in stream.stdout.decode().splitlines()]
     assert incident["classification"]["hypotheses"][0]["runbook_url"] == f"{base}/rules/DS-Z001/"
     assert cli("classify", "--docs-url", "docs.example.org", STAGE).returncode == 2
+
+
+def test_every_subcommand_lists_its_exit_codes_and_points_at_the_site(cli):
+    """Each --help ends with the subcommand's codes from triage/cli/exit_codes.py (the page's source
+    too), and names docs pages, not paths in the repository: with DS_TRIAGE_DOCS_URL, their URLs."""
+    from triage.cli import SUBCOMMANDS
+    from triage.cli.exit_codes import BY_COMMAND, codes
+
+    assert set(BY_COMMAND) == set(SUBCOMMANDS)
+    for sub in SUBCOMMANDS:
+        text = " ".join(cli(sub, "--help", env={"DS_TRIAGE_DOCS_URL": "https://docs.example.org/t"}).stdout.decode()
+                        .split())
+        listed = "exit codes: " + "; ".join(f"{code} {short}" for code, short, _ in codes(sub))
+        assert listed in text and "details: https://docs.example.org/t/exit-codes/" in text, sub
+        if sub != "rules":  # `rules docs` writes into the checkout's docs/: it names those paths
+            assert "docs/" not in text.replace("https://docs.example.org/t/", ""), sub

@@ -7,7 +7,8 @@ import os
 import sys
 
 from triage import __version__
-from triage.cli.output import add_common_options
+from triage.cli.exit_codes import help_epilog
+from triage.cli.output import ParagraphFormatter, add_common_options
 from triage.errors import EXIT_INTERNAL, EXIT_USAGE, TriageError
 
 SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve",
@@ -17,15 +18,17 @@ SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repai
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ds-triage",
-        description="Diagnose DeepSpeed checkpoint-loading failures. Exit codes: docs/exit-codes.md.",
+        description="Diagnose DeepSpeed checkpoint-loading failures. Exit codes: each subcommand's --help.",
     )
     parser.add_argument("--version", action="version", version=f"ds-triage {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         module = __import__(f"triage.cli.{name}", fromlist=["register"])
         module.register(subparsers)
-    for sub in subparsers.choices.values():
+    for name, sub in subparsers.choices.items():
         add_common_options(sub)
+        sub.formatter_class = ParagraphFormatter
+        sub.epilog = "\n\n".join(filter(None, [sub.epilog, help_epilog(name)]))
     return parser
 
 

@@ -16,8 +16,7 @@ def register(subparsers) -> None:
         description="Paste a failing job's log or traceback and be walked to the cause: the ranked causes, "
         "questions for the facts they need, the probes run on the checkpoint, the fix. /help lists the "
         "commands. With stdin piped, the whole input is one conversation answered in plain text; exit 0 "
-        "when a cause was found (confirmed on the checkpoint when one was probed), 1 when none "
-        "(docs/exit-codes.md).",
+        "when a cause was found (confirmed on the checkpoint when one was probed), 1 when none.",
     )
     parser.add_argument("--ckpt", metavar="DIR", help="the checkpoint the job failed to load (probed on request; "
                         "without a terminal, probed at once)")

@@ -8,6 +8,7 @@ import sys
 from triage.cli.output import add_docs_url_option, add_format_option
 from triage.cli.log_source import log_source
 from triage.errors import EXIT_BAD_INPUT, EXIT_FOUND, EXIT_UNKNOWN, BadInput
+from triage.runbook.links import page_ref
 
 
 def register(subparsers) -> None:
@@ -21,7 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("logs", nargs="*", metavar="LOG",
                         help="log files (.gz read as they are), or - for stdin (default: stdin when piped); "
                         "each is classified on its own")
-    add_format_option(parser, ("text", "json", "markdown"), "docs/schemas/classify.schema.json; several logs: "
+    add_format_option(parser, ("text", "json", "markdown"), f"{page_ref('reference/classify')}; several logs: "
                       "one report per line, each with its `source`")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     add_docs_url_option(parser)

@@ -6,6 +6,7 @@ import sys
 
 from triage.cli.output import emit
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
+from triage.runbook.links import page_ref
 
 
 def register(subparsers) -> None:
@@ -17,7 +18,7 @@ def register(subparsers) -> None:
         "1 when they fail, 3 when the corpus cannot be read.",
     )
     parser.add_argument("corpus", nargs="?", metavar="CORPUS_DIR", help="corpus directory holding manifest.yaml (default: the bundled corpus/)")
-    parser.add_argument("--json", action="store_true", help="print the JSON result (docs/schemas/eval.schema.json)")
+    parser.add_argument("--json", action="store_true", help=f"print the JSON result ({page_ref('reference/eval')})")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     parser.add_argument("--pastes", action="store_true",
                         help="also score the parts of each log people paste (the exception line, the last lines, "

@@ -7,6 +7,7 @@ import os
 import sys
 
 from triage.errors import BadInput
+from triage.runbook.links import page_ref
 
 EXIT_WRITTEN = 0
 
@@ -17,8 +18,8 @@ def register(subparsers) -> None:
         description="Hash every file of a tag (streamed) and write <tag>/ds-triage-manifest.json beside its shards: "
         "the one file ds-triage writes into a checkpoint, always a new one. `ds-triage verify` then catches bit rot "
         "and partial copies. Refuses when the tag has a manifest already, or when a probe finds it broken (unless "
-        "--force). Exit 0 written, 1 refused, 3 the checkpoint cannot be read (docs/exit-codes.md).",
-        epilog="the manifest's format: docs/schemas/manifest.schema.json")
+        "--force). Exit 0 written, 1 refused, 3 the checkpoint cannot be read.",
+        epilog=f"the manifest's format: {page_ref('reference/manifest')}")
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (its `latest` tag) or a tag dir")
     parser.add_argument("--tag", help="the tag to write the manifest of (default: `latest`'s)")
     parser.add_argument("--force", action="store_true", help="write it even when a probe finds the tag broken")

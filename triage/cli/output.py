@@ -6,11 +6,26 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+import textwrap
 from typing import Callable
 
 COLOR_CHOICES = ("auto", "always", "never")
+
+
+class ParagraphFormatter(argparse.HelpFormatter):
+    """Description and epilog wrapped paragraph by paragraph; a paragraph with indented lines
+    (a list of actions) is kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        def fill(para: str) -> str:  # URLs and option names are never broken at a hyphen
+            return textwrap.fill(" ".join(para.split()), width, initial_indent=indent, subsequent_indent=indent,
+                                 break_on_hyphens=False, break_long_words=False)
+
+        return "\n\n".join(para if "\n  " in para or para.startswith("  ") else fill(para)
+                           for para in text.split("\n\n"))
 
 
 def add_common_options(parser) -> None:

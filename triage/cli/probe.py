@@ -8,6 +8,7 @@ import sys
 
 from triage.cli.output import add_format_option, emit
 from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput, UsageError
+from triage.runbook.links import page_ref
 
 
 def positive_int(text: str) -> int:
@@ -72,14 +73,14 @@ def register(subparsers) -> None:
         help="check a checkpoint on disk (read-only)",
         description="Run every probe on a DeepSpeed checkpoint, in the order path -> permission -> integrity -> "
         "version -> config -> model -> optimizer (-> reproduce), and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
-        "Exit 0 when nothing is wrong, 1 when a probe found a problem (docs/exit-codes.md).",
+        "Exit 0 when nothing is wrong, 1 when a probe found a problem.",
     )
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (the --load dir), a global_stepN dir, a shard "
                         "file, or a Hugging Face checkpoint-N dir")
     add_target_options(parser)
-    add_format_option(parser, ("text", "json"), "docs/schemas/probe.schema.json")
+    add_format_option(parser, ("text", "json"), f"{page_ref('reference/probe')}")
     parser.set_defaults(run=run)
-    parser.epilog = "JSON: docs/schemas/probe.schema.json"
+    parser.epilog = f"JSON: {page_ref('reference/probe')}"
 
 
 def context_from(args, log_text: str | None = None):

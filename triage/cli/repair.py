@@ -8,6 +8,7 @@ from triage.cli.output import emit
 from triage.cli.probe import positive_int
 from triage.repair import registry
 from triage.repair import EXIT_NOT_REPAIRED, EXIT_REPAIRED
+from triage.runbook.links import page_ref
 
 
 def register(subparsers) -> None:
@@ -19,8 +20,8 @@ def register(subparsers) -> None:
         "named after the action); `latest` alone is edited in place, after a dated backup, by an atomic replace. "
         "With --apply the result is verified: its structure always, and by a real DeepSpeed load (in a "
         "subprocess) when --model-factory names your model. Exit 0: planned, or repaired and verified; 1: "
-        "refused or verification failed (docs/exit-codes.md).",
-        epilog=f"actions:\n{actions}\n\nJSON: docs/schemas/repair.schema.json",
+        "refused or verification failed.",
+        epilog=f"actions:\n{actions}\n\nJSON: {page_ref('reference/repair')}",
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     parser.add_argument("action", metavar="ACTION", choices=registry.names(), help=", ".join(registry.names()))
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (the --load dir) or a tag dir")

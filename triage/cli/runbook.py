@@ -7,6 +7,7 @@ import shutil
 import sys
 
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
+from triage.runbook.links import page_ref
 
 
 def register(subparsers) -> None:
@@ -20,7 +21,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("query", nargs="*", metavar="QUERY", help="words to search for (quote them or not)")
     parser.add_argument("--list", action="store_true", help="list every rule by category")
-    parser.add_argument("--json", action="store_true", help="print JSON (docs/schemas/runbook.schema.json)")
+    parser.add_argument("--json", action="store_true", help=f"print JSON ({page_ref('reference/runbook')})")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     parser.set_defaults(run=run)
 

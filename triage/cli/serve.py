@@ -8,6 +8,7 @@ import sys
 import threading
 
 from triage.errors import EXIT_FOUND, BadInput
+from triage.runbook.links import page_ref
 
 DEFAULT_PORT = 8080
 DEFAULT_MAX_BODY = 16 << 20  # Vector's http sink batches up to 10 MB by default
@@ -22,7 +23,7 @@ def register(subparsers) -> None:
         description="Serve the classifier over HTTP: POST /classify (one log), POST /ingest (batches from "
         "Fluent Bit's http output or Vector's http sink; incidents are assembled per stream across batches), "
         "POST /flush, GET /incidents, GET /healthz. Closed incidents are also printed to stdout, one JSON line "
-        "each (docs/schemas/stream.schema.json). Binds to 127.0.0.1 unless told otherwise; no authentication.",
+        f"each ({page_ref('reference/stream')}). Binds to 127.0.0.1 unless told otherwise; no authentication.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")

@@ -8,6 +8,7 @@ import sys
 from triage.cli.log_source import log_source
 from triage.cli.output import add_docs_url_option
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
+from triage.runbook.links import page_ref
 
 
 def register(subparsers) -> None:
@@ -16,7 +17,7 @@ def register(subparsers) -> None:
         help="classify incidents in an unbounded log stream (plain, CRI, JSON shippers)",
         description="Read plain log lines or JSON lines from log shippers and stores (Kubernetes, Fluent Bit, "
         "Vector, Loki, Elasticsearch), assemble each incident per stream and print one JSON line per incident "
-        "(docs/schemas/stream.schema.json). Training chatter prints nothing. Exit 0 when an incident has a "
+        f"({page_ref('reference/stream')}). Training chatter prints nothing. Exit 0 when an incident has a "
         "checkpoint-loading cause, 1 when none did.",
     )
     add_arguments(parser)

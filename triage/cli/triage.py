@@ -7,6 +7,7 @@ import sys
 from triage.cli.output import add_docs_url_option, add_format_option, emit_format
 from triage.cli.probe import add_target_options, context_from
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
+from triage.runbook.links import page_ref
 
 
 def register(subparsers) -> None:
@@ -15,7 +16,7 @@ def register(subparsers) -> None:
         help="classify a log and probe the checkpoint it failed on",
         description="Classify a failing job's log, run the probes each hypothesis names on the checkpoint, and "
         "give the verdict: the confirmed cause first, refuted ones struck off. Exit 0 when a cause is confirmed, "
-        "1 when none is (docs/exit-codes.md).",
+        "1 when none is.",
     )
     parser.add_argument("--log", required=True, metavar="FILE", help="the job's log, or - for stdin")
     parser.add_argument("--ckpt", required=True, metavar="CKPT", help="the checkpoint (root, tag dir, shard, "
@@ -23,8 +24,8 @@ def register(subparsers) -> None:
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     add_docs_url_option(parser)
     add_target_options(parser)
-    add_format_option(parser, ("text", "json", "markdown"), "docs/schemas/triage.schema.json")
-    parser.epilog = "JSON: docs/schemas/triage.schema.json"
+    add_format_option(parser, ("text", "json", "markdown"), f"{page_ref('reference/triage')}")
+    parser.epilog = f"JSON: {page_ref('reference/triage')}"
     parser.set_defaults(run=run)
 
 

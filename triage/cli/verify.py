@@ -1,4 +1,4 @@
-"""`ds-triage verify CKPT`: a gate after each save: exit 0 healthy, 1 a problem (docs/exit-codes.md)."""
+"""`ds-triage verify CKPT`: a gate after each save: exit 0 healthy, 1 a problem."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import sys
 
 from triage.cli.output import emit
 from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput
+from triage.runbook.links import page_ref
 from triage.probe.result import CONFIRMED, INCONCLUSIVE
 
 
@@ -15,8 +16,8 @@ def register(subparsers) -> None:
         description="Check a checkpoint after a save: every probe (read-only), then the tag's manifest "
         "(<tag>/ds-triage-manifest.json, written by `ds-triage manifest`) when there is one: each file's size and "
         "sha256. Exit 0 when healthy, 1 when a probe or the manifest found a problem, 3 when the checkpoint or "
-        "--manifest cannot be read (docs/exit-codes.md).",
-        epilog="JSON: docs/schemas/verify.schema.json")
+        "--manifest cannot be read.",
+        epilog=f"JSON: {page_ref('reference/verify')}")
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (verifies `latest`'s tag) or a tag dir")
     parser.add_argument("--manifest", metavar="FILE", help="the manifest to check against (default: the tag's own)")
     parser.add_argument("--sizes-only", action="store_true", help="compare file sizes, not checksums (fast)")

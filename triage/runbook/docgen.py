@@ -1,7 +1,8 @@
 """Generate the docs that come from the rules, write them, or check them against disk.
 
 `generate(rules, out)` returns {path under out: text}: rules/index.md (by category),
-rules/errors.md (by error text), rules/<ID>.md for each rule, load-sites.md, reference/index.md
+rules/errors.md (by error text), rules/<ID>.md for each rule, load-sites.md, exit-codes.md (from
+triage/cli/exit_codes.py), reference/index.md
 with reference/<name>.md for each JSON output schema in docs/schemas/, and schemas/bundled/<name>,
 its self-contained copy. Nothing in it depends on the
 clock or on the order files are found in, so `--check` is stable.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from triage.errors import BadInput
 from triage.kb.index import RuleSet, rule_files
+from triage.runbook.exit_code_docs import exit_codes_page
 from triage.runbook.rule_docs import errors_page, index_page, rule_page
 from triage.classify.example_lines import example_error
 from triage.runbook.schema_bundle import BUNDLED, bundle_pages
@@ -82,6 +84,7 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
     if sites is None:
         sites, versions = load_sites()
     files["load-sites.md"] = load_sites_page(coverage(sites, ordered), versions or {})
+    files["exit-codes.md"] = exit_codes_page()
     schemas = load_schemas(root / SCHEMAS)
     files.update(reference_pages(schemas, lambda name: link(SCHEMAS / name, out / "reference")))
     files.update(bundle_pages(schemas))

@@ -31,6 +31,12 @@ def runbook_url(rule_id: str) -> str | None:
     return f"{base}rules/{rule_id}/" if base else None
 
 
+def page_ref(page: str) -> str:
+    """How help text names a docs page: its URL in the published site, else its name."""
+    base = docs_url()
+    return f"{base}{page}/" if base else f"the {page} page of the ds-triage docs"
+
+
 def check_docs_url(url: str) -> str:
     """argparse type for --docs-url: an http(s) URL."""
     import argparse
