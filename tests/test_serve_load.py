@@ -186,3 +186,33 @@ def test_connections_are_not_reset_at_the_socket_level(server):
     finally:
         for s in socks:
             s.close()
+
+
+def test_healthz_answers_while_a_long_ingest_holds_the_assembler(server):
+    """An /ingest batch of 150 pods' real failure logs takes seconds to assemble and classify under
+    the assembler's lock; /healthz, which reports the open incidents, must not wait for it."""
+    lines = env.case_lines(FAILURE)
+    body = "\n".join(json.dumps(r) for pod in range(150) for r in env.fluentbit(lines, f"fleet-{pod}")).encode()
+    done = {}
+
+    def ingest():
+        done["status"], done["body"] = server.request("POST", "/ingest", body,
+                                                      {"Content-Type": "application/x-ndjson"}, timeout=600)
+
+    worker = threading.Thread(target=ingest)
+    worker.start()
+    time.sleep(0.3)
+    during = []
+    while worker.is_alive():
+        t0 = time.monotonic()
+        status, health = server.request("GET", "/healthz", timeout=10)
+        if worker.is_alive():
+            during.append(time.monotonic() - t0)
+        assert status == 200 and health["status"] == "ok"
+        time.sleep(0.05)
+    worker.join()
+    during.sort()
+    print(f"\nhealthz during a 150-pod ingest: {len(during)} answers, "
+          f"median {during[len(during) // 2] * 1000 if during else 0:.1f} ms")
+    assert done["status"] == 200 and done["body"]["records"] == 150 * len(lines)
+    assert len(during) >= 3  # answered while the batch was still being assembled, not after it
