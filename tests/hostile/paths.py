@@ -63,6 +63,15 @@ def latest_hardlink_to_secret(p: Planted) -> None:
     os.link(p.secret, p.root / "latest")
 
 
+def latest_hardlink_to_token(p: Planted) -> None:
+    """`latest` is a hard link to a one-line secret that reads like a tag name (an API token): no
+    length or character rule can tell it from a tag; that it names no tag here, with other links, can."""
+    token = p.outside / "token"
+    token.write_text(f"{MARKER}\n")
+    (p.root / "latest").unlink()
+    os.link(token, p.root / "latest")
+
+
 def latest_dotdot(p: Planted) -> None:
     """`latest` names a tag through `..` (as `../../../../etc`): the outside copy of the tag."""
     (p.root / "latest").write_text(os.path.relpath(p.outside / p.tag, p.root))

@@ -222,6 +222,7 @@ def read_latest(root: str) -> Latest:
     try:
         with confine.open_regular(latest.path, root) as f:
             data = f.read(LATEST_MAX_BYTES + 1)
+            links = os.fstat(f.fileno()).st_nlink
     except confine.Refused as exc:
         latest.error = latest.refused = exc.strerror
         return latest
@@ -239,6 +240,13 @@ def read_latest(root: str) -> Latest:
         # not a tag DeepSpeed could have written: possibly another file's content, so never shown
         latest.error = latest.refused = (f"{len(data)} bytes that are not a tag name (over {TAG_MAX_CHARS} characters "
                                          "or control characters): not shown")
+        return latest
+    named = os.path.join(root, text)
+    if links > 1 and not (confine.is_inside(root, named) and os.path.isdir(named)):
+        # a hard link can make `latest` another file (a one-line secret): its text is shown only
+        # when it names a tag that is here, which the directory listing shows anyway
+        latest.error = latest.refused = (f"a file with {links} hard links that names no tag in this directory: "
+                                         "possibly another file's content, not shown")
         return latest
     latest.text = text
     return latest
