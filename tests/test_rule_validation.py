@@ -53,6 +53,18 @@ def test_bad_regex_points_at_the_pattern(tmp_path):
     assert "DS-T001-test.yaml:10:" in problem and "bad regex" in problem
 
 
+def test_a_line_pattern_without_fixed_text_is_refused_and_stream_says_so(tmp_path, cli):
+    """`stream` prefilters raw bytes on each line pattern's literal: one with none (`\\d+ of \\d+`)
+    is a lint error at its line, and stream given such a rules dir exits 4 naming the rule, not 70."""
+    text = _valid_rule().replace("- exception: AssertionError\n", "- exception: AssertionError\n"
+                                 + " " * 14 + "line: '\\d+ of \\d+'\n")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    [problem] = _problems(directory)
+    assert "DS-T001-test.yaml:11:" in problem and "no fixed text of 4+ characters" in problem
+    proc = cli("stream", "--rules", directory, stdin=b"x\n")
+    assert proc.returncode == 4 and b"DS-T001" in proc.stderr and b"Traceback" not in proc.stderr
+
+
 def test_writing_verify_command_is_refused(tmp_path):
     text = _valid_rule().replace("ls -la {ckpt}/{tag}", "rm -rf {ckpt}/{tag}")
     directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})

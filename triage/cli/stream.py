@@ -72,8 +72,14 @@ def build(args, write):
     decoder = Decoder(args.format, tuple(args.message_field) if args.message_field else None, keys)
     limits = Limits(gap=args.gap, idle=args.idle, max_lines=args.max_lines, max_bytes=args.max_bytes,
                     max_open=args.max_open, max_held=args.max_held, max_streams=args.max_streams)
-    return StreamTriage(load_rules(args.rules), write, decoder=decoder, limits=limits,
-                        decode_all=getattr(args, "decode_all", False))
+    from triage.errors import BadRules
+    from triage.stream.prefilter import UnfilterableRule
+
+    try:
+        return StreamTriage(load_rules(args.rules), write, decoder=decoder, limits=limits,
+                            decode_all=getattr(args, "decode_all", False))
+    except UnfilterableRule as exc:  # `rules lint` refuses such a rule too; a rules dir may skip lint
+        raise BadRules(f"{exc}") from None
 
 
 def run(args) -> int:

@@ -125,6 +125,10 @@ def _check_regexes(conditions: dict, path: tuple, report) -> None:
     for key in _CONDITION_REGEX_KEYS:
         if key in conditions:
             _compile(conditions[key], path + (key,), report)
+    for key in ("line", "run_line"):  # what `stream` prefilters on raw bytes: it needs a literal
+        if key in conditions and _compiles(conditions[key]) and _literal_free(conditions[key]):
+            report(path + (key,), f"{key} /{conditions[key]}/ has no fixed text of 4+ characters, so `ds-triage "
+                   "stream` cannot prefilter it. Anchor it on a fixed piece of the message")
     frames = list(conditions.get("frames", []))
     if "frame" in conditions:
         frames.append(conditions["frame"])
@@ -132,6 +136,20 @@ def _check_regexes(conditions: dict, path: tuple, report) -> None:
         for key in ("function", "code"):
             if key in frame:
                 _compile(frame[key], path, report)
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True
+
+
+def _literal_free(pattern: str) -> bool:
+    from triage.stream.literals import required  # the prefilter's own reading of the regex
+
+    return required(pattern) is None
 
 
 def _compile(pattern: str, path: tuple, report) -> None:
