@@ -58,7 +58,7 @@ def drive(rules, *keys, history=None, clock=None, later=()):
         for chunk in keys:
             pipe.send_text(chunk)
         session = app.prompt_session(conversation, history=history, input=pipe, output=DummyOutput(),
-                                     clock=clock or typing())
+                                     clock=clock or typing(), queued_is_paste=clock is not None)
 
         def type_later():
             for ready, key in later:

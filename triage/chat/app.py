@@ -2,7 +2,8 @@
 
 * A bracketed paste into an empty prompt is sent as it is, however many lines: one message.
   A terminal without bracketed paste (tmux without it, web consoles) sends the lines as keys:
-  an Enter handled within BURST_SECONDS of the key before it is a newline of the paste, never
+  an Enter with more keys queued behind it (read in the same go), or handled within
+  BURST_SECONDS of the key before it, is a newline of the paste, never
   a send, so a chained traceback's blank line does not cut it and its lines are not taken as
   answers (keys read in one go are handled microseconds apart; typed ones, 30 ms or more).
 * A typed message ends on an empty line (Enter on an empty last line) or with Esc-Enter; a
@@ -145,8 +146,9 @@ class Burst:
     """Whether the key being handled is part of a paste: the key before it was handled only
     BURST_SECONDS ago. `saw_key` runs after every key (the key processor's after_key_press)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
-        self.clock, self.last = clock, float("-inf")
+    def __init__(self, clock: Callable[[], float] = time.monotonic, queued_is_paste: bool = True):
+        # queued_is_paste=False only for tests that feed typed keys through a pipe all at once
+        self.clock, self.last, self.queued_is_paste = clock, float("-inf"), queued_is_paste
 
     def __call__(self) -> bool:
         return self.clock() - self.last < BURST_SECONDS
@@ -162,7 +164,9 @@ def key_bindings(conversation: Conversation, burst: Burst) -> KeyBindings:
     def _enter(event) -> None:
         buffer = event.current_buffer
         state = buffer.complete_state
-        in_paste = burst()
+        # keys still queued behind this Enter came in the same read: a paste, whatever the clock
+        # says (a loaded machine can take longer than BURST_SECONDS between two keys of one read)
+        in_paste = burst() or (burst.queued_is_paste and bool(event.app.key_processor.input_queue))
         if state is not None and state.current_completion is not None and not in_paste:
             buffer.apply_completion(state.current_completion)
         elif not in_paste and submits(buffer.document, conversation):
@@ -188,8 +192,9 @@ def key_bindings(conversation: Conversation, burst: Burst) -> KeyBindings:
 
 
 def prompt_session(conversation: Conversation, history: History | None = None, input=None,
-                   output=None, clock: Callable[[], float] = time.monotonic) -> PromptSession:
-    burst = Burst(clock)
+                   output=None, clock: Callable[[], float] = time.monotonic,
+                   queued_is_paste: bool = True) -> PromptSession:
+    burst = Burst(clock, queued_is_paste)
     session = PromptSession(
         multiline=True, key_bindings=key_bindings(conversation, burst), completer=ChatCompleter(conversation),
         complete_while_typing=True, history=history or InMemoryHistory(), input=input, output=output,
