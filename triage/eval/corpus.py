@@ -59,7 +59,7 @@ def _case(entry, number: int, manifest: Path) -> Case | None:
     if entry["kind"] in LABELLED and not entry.get("expected_category"):
         raise BadInput(f"{where}: a {entry['kind']} case needs expected_category")
     return Case(str(entry["id"]), str(entry["log"]), entry["kind"],
-                entry.get("expected_category"), entry.get("expected_rule"))
+                entry.get("expected_category"), entry.get("expected_rule"), entry.get("url"))
 
 
 def read_case_log(corpus_dir: str | Path, case: Case):

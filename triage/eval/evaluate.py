@@ -27,6 +27,7 @@ class Case:
     kind: str
     expected_category: str | None = None
     expected_rule: str | None = None
+    url: str | None = None  # the public thread a field-set case was written from
 
 
 @dataclass(frozen=True)
@@ -79,16 +80,19 @@ class Tally:
     cases: int = 0
     top1: int = 0
     top3: int = 0
+    unknown: int = 0  # classified as no checkpoint-loading failure at all
 
     def add(self, outcome: Outcome) -> None:
         expected = outcome.case.expected_category
         self.cases += 1
         self.top1 += outcome.category == expected
         self.top3 += expected in outcome.top3_categories
+        self.unknown += not outcome.is_checkpoint_failure
 
     def to_json(self) -> dict:
         return {"cases": self.cases, "top1": self.top1, "top3": self.top3,
-                "top1_rate": rate(self.top1, self.cases), "top3_rate": rate(self.top3, self.cases)}
+                "top1_rate": rate(self.top1, self.cases), "top3_rate": rate(self.top3, self.cases),
+                "unknown": self.unknown}
 
 
 @dataclass
@@ -117,6 +121,8 @@ class Evaluation:
     timed: list[Outcome]
     same_log: list[list[tuple[str, str]]] = field(default_factory=list)  # (id, category) groups, one text
     gates: list[Gate] = field(default_factory=list)
+    top1_gate: float = TOP1_GATE
+    top3_gate: float | None = None  # the field set's top-3 goal; None: not gated
 
     @property
     def top1_ceiling(self) -> int:
@@ -149,11 +155,15 @@ class Evaluation:
         # ties go to the first case in manifest order, so the choice is stable
         return max(self.timed, key=lambda o: o.seconds, default=None)
 
-    def to_json(self, corpus: str | None = None, rule_set: dict | None = None) -> dict:
-        """The stable object of `ds-triage eval --json`; `corpus` and `rule_set` say what was measured."""
+    def to_json(self, corpus: str | None = None, rule_set: dict | None = None, set_name: str = "corpus") -> dict:
+        """The stable object of `ds-triage eval --json`; `corpus`, `set_name` and `rule_set` say what was measured."""
         worst = self.worst
+        gates = {"passed": self.passed, "top1_min": self.top1_gate, "checks": [g.to_json() for g in self.gates]}
+        if self.top3_gate is not None:
+            gates["top3_min"] = self.top3_gate
         return {
             "schema_version": SCHEMA_VERSION,
+            "set": set_name,
             "corpus": corpus,
             "rule_set": rule_set,
             "cases": dict(self.counts),
@@ -194,16 +204,19 @@ class Evaluation:
                 "worst_ms": round(worst.seconds * 1000, 2) if worst else None,
                 "worst_log": worst.case.log if worst else None,
             },
-            "gates": {"passed": self.passed, "top1_min": TOP1_GATE, "checks": [g.to_json() for g in self.gates]},
+            "gates": gates,
         }
 
 
 def _case_json(outcome: Outcome) -> dict:
-    return {"id": outcome.case.id, "log": outcome.case.log, "kind": outcome.case.kind,
+    data = {"id": outcome.case.id, "log": outcome.case.log, "kind": outcome.case.kind,
             "got": [g.to_json() for g in outcome.guesses[:3]]}
+    if outcome.case.url:
+        data["url"] = outcome.case.url
+    return data
 
 
-def evaluate(outcomes: list[Outcome], top1_gate: float = TOP1_GATE) -> Evaluation:
+def evaluate(outcomes: list[Outcome], top1_gate: float = TOP1_GATE, top3_gate: float | None = None) -> Evaluation:
     counts = {kind: 0 for kind in KINDS}
     overall = Tally()
     by_category: dict[str, Tally] = {}
@@ -235,12 +248,13 @@ def evaluate(outcomes: list[Outcome], top1_gate: float = TOP1_GATE) -> Evaluatio
     printed = [(o.case.id, o.case.expected_category, o.fingerprint) for o in outcomes
                if o.case.kind in LABELLED and o.fingerprint]
     result = Evaluation(counts, overall, by_category, confusion, misclassified, negatives, diagnosed,
-                        clean, fired, rule_cases, rule_wrong, list(outcomes), same_log_groups(printed))
-    result.gates = gates(result, top1_gate)
+                        clean, fired, rule_cases, rule_wrong, list(outcomes), same_log_groups(printed),
+                        top1_gate=top1_gate, top3_gate=top3_gate)
+    result.gates = gates(result, top1_gate, top3_gate)
     return result
 
 
-def gates(result: Evaluation, top1_gate: float = TOP1_GATE) -> list[Gate]:
+def gates(result: Evaluation, top1_gate: float = TOP1_GATE, top3_gate: float | None = None) -> list[Gate]:
     top1 = rate(result.overall.top1, result.overall.cases)
     if top1 is None:
         top1_gate_result = Gate("top1", False, "no failure or silent case to measure top-1 accuracy on")
@@ -249,8 +263,16 @@ def gates(result: Evaluation, top1_gate: float = TOP1_GATE) -> list[Gate]:
         top1_gate_result = Gate("top1", ok, f"top-1 {top1:.3f} {'>=' if ok else '<'} {top1_gate}")
     n, d = len(result.negatives), len(result.negatives_diagnosed)
     c, f = len(result.clean), len(result.clean_fired)
+    top3_gate_result = []
+    if top3_gate is not None:
+        top3 = rate(result.overall.top3, result.overall.cases)
+        ok = top3 is not None and top3 >= top3_gate
+        detail = (f"top-3 {top3:.3f} {'>=' if ok else '<'} {top3_gate}" if top3 is not None
+                  else "no failure or silent case to measure top-3 accuracy on")
+        top3_gate_result = [Gate("top3", ok, detail)]
     return [
         top1_gate_result,
+        *top3_gate_result,
         Gate("negatives", d == 0, f"{d} of {n} negative logs diagnosed as a checkpoint failure"),
         Gate("clean", f == 0, f"{f} of {c} clean logs fired a rule"),
     ]

@@ -25,10 +25,11 @@ def _guesses(guesses: tuple[Guess, ...]) -> str:
     return ", ".join(f"{g.rule_id} {g.category} {g.confidence:.2f}" for g in guesses[:3]) or "nothing fired"
 
 
-def render(result: Evaluation, corpus: str, rule_count: int) -> str:
+def render(result: Evaluation, corpus: str, rule_count: int, set_name: str = "corpus") -> str:
     counts = result.counts
     kinds = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("failure", "silent", "negative", "clean"))
-    out = [f"corpus {corpus}: {counts['total']} logs ({kinds}); {rule_count} rules", ""]
+    label = "corpus" if set_name == "corpus" else f"{set_name} set"
+    out = [f"{label} {corpus}: {counts['total']} logs ({kinds}); {rule_count} rules", ""]
     out += _accuracy(result) + [""] + _confusion(result) + [""]
     out += _negatives(result) + _clean(result) + _rules(result) + [""]
     out += _misclassified(result) + [""] + _same_log(result) + [""]
@@ -41,12 +42,12 @@ def render(result: Evaluation, corpus: str, rule_count: int) -> str:
 
 
 def _accuracy(result: Evaluation) -> list[str]:
-    rows = [["accuracy (failure + silent)", "cases", "top-1", "top-3"]]
+    rows = [["accuracy (failure + silent)", "cases", "top-1", "top-3", "unknown"]]
     items = [("overall", result.overall)] + sorted(result.by_category.items())
     for name, tally in items:
         rows.append([name, str(tally.cases), f"{tally.top1} {_pct(tally.top1, tally.cases)}",
-                     f"{tally.top3} {_pct(tally.top3, tally.cases)}"])
-    return table(rows, right={1, 2, 3}, indent="")
+                     f"{tally.top3} {_pct(tally.top3, tally.cases)}", str(tally.unknown)])
+    return table(rows, right={1, 2, 3, 4}, indent="")
 
 
 def _confusion(result: Evaluation) -> list[str]:
