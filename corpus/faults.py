@@ -53,6 +53,17 @@ def random_fill(root, pattern, seed=0):
     return f"overwrote with random bytes {_rel(root, paths)}"
 
 
+def overwrite_bytes(root, pattern, offset, hex_bytes):
+    """Overwrite len(hex_bytes)/2 bytes at `offset` in place (the size stays): a damaged header."""
+    paths = _match(root, pattern)
+    data = bytes.fromhex(hex_bytes)
+    for p in paths:
+        with open(p, "r+b") as f:
+            f.seek(offset)
+            f.write(data)
+    return f"overwrote {len(data)} bytes at offset {offset} of {_rel(root, paths)} with {hex_bytes}"
+
+
 def chmod(root, pattern, mode):
     paths = _match(root, pattern)
     for p in paths:

@@ -24,6 +24,18 @@ LAYOUTS["ds-adamw-z0-dp1-fp32"] = dict(stage=0, dp=1, precision="fp32", optimize
 # saver SIGKILLed after its first file (model states) -> tag dir without optimizer shard, no `latest`
 LAYOUTS["killed-save-z2-dp1-fp32"] = dict(stage=2, dp=1, precision="fp32", kill_after_saves=1)
 
+# Framework layouts (issue 18): `worker` (corpus/workers/fw_*.py) trains and saves, then loads, through
+# the framework's own API (transformers Trainer, accelerate, PEFT / from_pretrained); `launch: python`
+# runs it as one plain process; `packages` are the framework packages whose versions the manifest records.
+_TRAINER = dict(worker="fw_trainer.py", framework="transformers Trainer", packages=["transformers", "accelerate"])
+LAYOUTS["trainer-z2-dp2-fp32"] = dict(stage=2, dp=2, precision="fp32", **_TRAINER)
+LAYOUTS["trainer-z3-dp2-fp32"] = dict(stage=3, dp=2, precision="fp32", **_TRAINER)
+LAYOUTS["trainer-z2-dp2-bf16"] = dict(stage=2, dp=2, precision="bf16", **_TRAINER)
+LAYOUTS["accelerate-z2-dp2-fp32"] = dict(stage=2, dp=2, precision="fp32", worker="fw_accelerate.py",
+                                         framework="accelerate", packages=["accelerate", "transformers"])
+LAYOUTS["pretrained"] = dict(worker="fw_pretrained.py", launch="python", framework="transformers + PEFT",
+                             packages=["transformers", "peft", "safetensors"])
+
 WORKER_KEYS = ("stage", "precision", "model", "optimizer", "tp", "pipe", "steps")
 
 
@@ -43,8 +55,15 @@ def worker_args(lay, overrides=None):
     return out
 
 
+def script(lay, kind):
+    """The worker that saves (kind "train") or loads (kind "load") this layout."""
+    return lay.get("worker") or {"train": "train_save.py", "load": "load.py"}[kind]
+
+
 def describe(lay):
-    d = {"stage": lay["stage"], "dp": lay.get("dp", 1), "precision": lay["precision"]}
+    d = {"stage": lay["stage"], "dp": lay.get("dp", 1), "precision": lay["precision"]} if "stage" in lay else {}
+    if lay.get("framework"):
+        d["framework"] = lay["framework"]
     for k in ("tp", "pipe"):
         if lay.get(k):
             d["pp" if k == "pipe" else k] = lay[k]

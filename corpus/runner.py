@@ -10,7 +10,10 @@ from pathlib import Path
 from corpus import layouts as L
 
 REPO = Path(__file__).resolve().parent.parent
-VENV_BIN = REPO / ".venv" / "bin"
+# The venv whose python runs every worker: the project's .venv, or CORPUS_VENV (e.g. one with the
+# `frameworks` extra, so that transformers / accelerate / peft never enter the project's own venv).
+VENV = Path(os.environ.get("CORPUS_VENV") or REPO / ".venv")
+VENV_BIN = VENV / "bin"
 PY = str(VENV_BIN / "python")
 TORCHRUN = [PY, "-m", "torch.distributed.run"]
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -24,6 +27,7 @@ def base_env():
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     env["DS_ACCELERATOR"] = "cpu"
     env["PYTHONUNBUFFERED"] = "1"
+    env["HF_HUB_OFFLINE"] = "1"   # the framework workers build their models from a config: no hub
     env.pop("PYTHONPATH", None)
     if EXT_DIR["path"]:
         env["TORCH_EXTENSIONS_DIR"] = EXT_DIR["path"]
@@ -34,6 +38,13 @@ def torchrun(nproc, script, args):
     return TORCHRUN + [f"--nproc_per_node={nproc}", f"corpus/workers/{script}"] + list(args)
 
 
+def launch(lay, nproc, script, args):
+    """torchrun, or one plain process for a layout with `launch: python` (no DeepSpeed)."""
+    if lay.get("launch") == "python":
+        return [PY, f"corpus/workers/{script}"] + list(args)
+    return torchrun(nproc, script, args)
+
+
 def build_command(sc, lay, ckpt):
     """sc: scenario dict; lay: layout dict; ckpt: the DeepSpeed save dir (holds `latest`)."""
     run = sc.get("run", "load")
@@ -42,10 +53,10 @@ def build_command(sc, lay, ckpt):
     load_dir = os.path.normpath(os.path.join(ckpt, sc.get("load_dir", "")))
     tag = sc.get("tag")
     if run == "load":
-        cmd = torchrun(n, "load.py", L.worker_args(lay, over) + ["--load-dir", load_dir])
+        cmd = launch(lay, n, L.script(lay, "load"), L.worker_args(lay, over) + ["--load-dir", load_dir])
         cmd += ["--tag", tag] if tag else []
     elif run == "train":
-        cmd = torchrun(n, "train_save.py", L.worker_args(lay, over) + ["--save-dir", load_dir])
+        cmd = launch(lay, n, L.script(lay, "train"), L.worker_args(lay, over) + ["--save-dir", load_dir])
     elif run == "negative":
         cmd = torchrun(n, "negatives.py", L.worker_args(lay, over) + ["--mode", sc["mode"]])
     elif run == "zero_to_fp32":

@@ -20,8 +20,11 @@ def case(id, kind, category, layout, scenario, fault, **kw):
 
 def lay_text(name):
     d = LAYOUTS[name]
+    if "stage" not in d:   # a framework layout without DeepSpeed
+        return d["framework"]
     extra = "".join(f", {k} {d[k]}" for k in ("tp", "pipe") if d.get(k))
-    return f"ZeRO-{d['stage']}, dp {d.get('dp', 1)}{extra}, {d['precision']} saved"
+    text = f"ZeRO-{d['stage']}, dp {d.get('dp', 1)}{extra}, {d['precision']} saved"
+    return f"{d['framework']}, {text}" if d.get("framework") else text
 
 
 OPT = "zero_pp_rank_{r}_mp_rank_00_optim_states.pt"
@@ -115,8 +118,10 @@ case("killed-save-zero2-load-explicit-tag", "failure", "partial_checkpoint", "ki
      "save interrupted (simulated preemption); resumed with explicit tag", tag=T)
 
 from corpus.scenarios_more import more, OBSERVED  # noqa: E402
+from corpus.scenarios_frameworks import frameworks  # noqa: E402
 
 more(case, lay_text, OPT, BOPT, MS, Z3MS)
+frameworks(case, lay_text)
 for _s in S:   # outcomes that differed from the expectation when the fault was injected
     _s.update(OBSERVED.get(_s["id"], {}))
 SCENARIOS = S

@@ -1,7 +1,8 @@
 """Second half of the scenario table (kept separate so each module stays small)."""
 from corpus.layouts import LAYOUTS, TAG as T
 
-ZLAYS = [n for n in LAYOUTS if LAYOUTS[n]["stage"] > 0 and not n.startswith(("killed", "big"))
+ZLAYS = [n for n in LAYOUTS if LAYOUTS[n].get("stage", 0) > 0 and not n.startswith(("killed", "big"))
+         and not LAYOUTS[n].get("worker")
          and not LAYOUTS[n].get("tp") and not LAYOUTS[n].get("pipe")]
 INJ = ["--inject_missing_state"]   # ds_to_universal needs it for non-Megatron ZeRO-1/2 checkpoints
 
@@ -210,8 +211,9 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
             continue
         case(f"train-{name}", "clean", None, name, f"{lay_text(name)}: train 3 steps + save", "none (healthy run)",
              run="base")
-        case(f"resume-{name}", "clean", None, name, f"{lay_text(name)}: resume from the saved checkpoint",
-             "none (healthy run)")
+        if not lay.get("launch"):   # a one-process framework layout has its healthy loads in its own table
+            case(f"resume-{name}", "clean", None, name, f"{lay_text(name)}: resume from the saved checkpoint",
+                 "none (healthy run)")
     for name in ZLAYS:
         case(f"zero_to_fp32-{name}", "clean", None, name, f"{lay_text(name)}: zero_to_fp32 conversion",
              "none (healthy run)", run="zero_to_fp32")

@@ -1,0 +1,83 @@
+"""Framework scenarios (issue 18, point 1): checkpoints saved and loaded through the frameworks
+people resume with (transformers Trainer, accelerate, PEFT, from_pretrained, Lightning) rather than
+engine.load_checkpoint directly. Workers: corpus/workers/fw_*.py; layouts: layouts.py. Needs the
+`frameworks` extra in the venv that runs the workers (CORPUS_VENV, see corpus/NOTES.md).
+"""
+from corpus.layouts import TAG as T
+
+CK = "checkpoint-3"   # the Trainer saves every 3 steps: <output_dir>/checkpoint-3/global_step3
+OPT1 = "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+TRAINER = "transformers Trainer: trainer.train(resume_from_checkpoint=...)"
+LIGHTNING = ["{py}", "-m", "torch.distributed.run", "--nproc_per_node=2", "corpus/workers/fw_lightning.py",
+             "--stage", "2", "--load-dir", "{ckpt}/last.ckpt"]
+
+
+def frameworks(case, lay_text):
+    tz2, tz3, tb16, acc, pre = ("trainer-z2-dp2-fp32", "trainer-z3-dp2-fp32", "trainer-z2-dp2-bf16",
+                                "accelerate-z2-dp2-fp32", "pretrained")
+    # ------------------------------------------------------------ transformers Trainer + DeepSpeed config
+    case("trainer-zero2-saved-stage3-resume", "failure", "zero_stage_mismatch", tz2, lay_text(tz2),
+         "resume_from_checkpoint=True with zero_optimization.stage 3 in the DeepSpeed config", args={"stage": 3})
+    case("trainer-zero3-saved-stage2-resume", "failure", "zero_stage_mismatch", tz3, lay_text(tz3),
+         "resume_from_checkpoint=True with zero_optimization.stage 2 in the DeepSpeed config", args={"stage": 2})
+    case("trainer-dp2-saved-resume-dp1", "failure", "parallelism_mismatch", tz2, lay_text(tz2),
+         "resume_from_checkpoint=True on 1 rank (world size 2 -> 1)", args={"nproc": 1})
+    case("trainer-bf16-saved-fp32-resume", "failure", "config_mismatch", tb16, lay_text(tb16),
+         "resume_from_checkpoint=True with bf16 off (TrainingArguments and DeepSpeed config)",
+         args={"precision": "fp32"})
+    case("trainer-trainer-state-deleted", "failure", "missing_file", tz2, lay_text(tz2),
+         f"deleted {CK}/trainer_state.json; resume_from_checkpoint='{CK}'",
+         inject=[("delete", f"{CK}/trainer_state.json")], load_dir=CK)
+    case("trainer-trainer-state-deleted-resume-true", "failure", "missing_file", tz2, lay_text(tz2),
+         f"deleted {CK}/trainer_state.json; resume_from_checkpoint=True",
+         inject=[("delete", f"{CK}/trainer_state.json")])
+    case("trainer-optim-shard-deleted", "failure", "missing_file", tz2, lay_text(tz2),
+         f"deleted {CK}/{T}/{OPT1}", inject=[("delete", f"{CK}/{T}/{OPT1}")])
+    case("trainer-latest-deleted", "failure", "missing_file", tz2, lay_text(tz2),
+         f"deleted {CK}/latest (DeepSpeed's pointer to {T})", inject=[("delete", f"{CK}/latest")])
+    case("trainer-global-step-dir-deleted", "failure", "partial_checkpoint", tz2, lay_text(tz2),
+         f"deleted {CK}/{T}/ (the Trainer files stay: a weights-only checkpoint-N)",
+         inject=[("delete", f"{CK}/{T}")])
+    case("trainer-checkpoint-from-other-run", "failure", "model_mismatch", tz2, lay_text(tz2),
+         f"resume from {CK} of another run: the model has hidden size 96, the checkpoint 64",
+         args={"model": "hidden"})
+    # ------------------------------------------------------------ accelerate save_state / load_state
+    case("accelerate-zero2-saved-stage3-load", "failure", "zero_stage_mismatch", acc, lay_text(acc),
+         "accelerator.load_state with zero_stage 3 in the DeepSpeed plugin", args={"stage": 3})
+    case("accelerate-optim-shard-deleted", "failure", "missing_file", acc, lay_text(acc),
+         f"deleted pytorch_model/{OPT1}", inject=[("delete", f"pytorch_model/{OPT1}")])
+    case("accelerate-pytorch-model-dir-deleted", "failure", "missing_file", acc, lay_text(acc),
+         "deleted pytorch_model/ (the DeepSpeed tag directory save_state writes)",
+         inject=[("delete", "pytorch_model")])
+    case("accelerate-scheduler-deleted", "failure", "missing_file", acc, lay_text(acc),
+         "deleted scheduler.bin", inject=[("delete", "scheduler.bin")])
+    case("accelerate-random-states-deleted", "clean", None, acc, lay_text(acc),
+         "deleted random_states_0.pkl", inject=[("delete", "random_states_0.pkl")],
+         note="loads without error or warning: accelerate skips a missing RNG state file (logged at INFO only)")
+    # ------------------------------------------------------------ PEFT adapters
+    case("peft-adapter-into-other-size-base", "failure", "model_mismatch", pre, lay_text(pre),
+         "LoRA adapter of a hidden-64 model loaded with PeftModel.from_pretrained into a hidden-96 base",
+         load_dir="adapter", args={"model": "hidden"}, flags=["--load-as", "adapter"])
+    case("peft-full-model-loaded-as-adapter", "failure", "missing_file", pre, lay_text(pre),
+         "a full save_pretrained model dir given to PeftModel.from_pretrained as the adapter",
+         load_dir="model", flags=["--load-as", "adapter"])
+    case("peft-adapter-load", "clean", None, pre, f"{lay_text(pre)}: LoRA adapter loaded into its base model",
+         "none (healthy run)", load_dir="adapter", flags=["--load-as", "adapter"])
+    # ------------------------------------------------------------ safetensors through from_pretrained
+    case("pretrained-model-load", "clean", None, pre, f"{lay_text(pre)}: from_pretrained of the saved model",
+         "none (healthy run)", load_dir="model")
+    for id, inj, what in [
+            ("safetensors-truncated", ("truncate_half", "model/model.safetensors"), "truncated to half its size"),
+            ("safetensors-header-json-damaged", ("overwrite_bytes", "model/model.safetensors", 8, "00" * 16),
+             "the first 16 bytes of its JSON header overwritten with zero bytes"),
+            ("safetensors-header-size-damaged", ("overwrite_bytes", "model/model.safetensors", 0, "0000000000010000"),
+             "its 8-byte header length overwritten with 2**40")]:
+        case(id, "failure", "corrupt_file", pre, lay_text(pre),
+             f"model/model.safetensors {what}; AutoModelForCausalLM.from_pretrained", inject=[inj], load_dir="model")
+    # ------------------------------------------------------------ Lightning DeepSpeedStrategy
+    case("lightning-deepspeed-resume-on-cpu", "negative", "unknown", None,
+         "Lightning Trainer(strategy=DeepSpeedStrategy(stage=2)) on 2 CPU ranks, fit(ckpt_path=...)",
+         "none injected: Lightning refuses DeepSpeedStrategy on a CPU accelerator before any checkpoint IO",
+         run="cmd", argv=LIGHTNING, packages=["lightning"],
+         note="Lightning's DeepSpeedStrategy (and Fabric's) requires CUDA: no Lightning checkpoint can be saved or "
+              "resumed with DeepSpeed on this CPU-only machine")

@@ -1,0 +1,78 @@
+"""Shared by the framework workers (fw_*.py): a tiny Llama built from a config, its data, the
+DeepSpeed config the frameworks are given, the common options.
+
+Nothing is downloaded: the model is built from a config (~115k parameters) and the data is
+random token ids. Needs the `frameworks` extra (transformers, accelerate, peft, safetensors).
+"""
+import argparse
+import os
+
+import torch
+
+# model variants, as in common.MODEL_VARIANTS: "hidden" is another run's model size
+LLAMA = {
+    "base": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2),
+    "hidden": dict(hidden_size=96, intermediate_size=192, num_hidden_layers=2),
+}
+VOCAB, SEQ = 256, 16
+
+
+def llama_config(variant="base"):
+    from transformers import LlamaConfig
+    return LlamaConfig(vocab_size=VOCAB, num_attention_heads=4, num_key_value_heads=4,
+                       max_position_embeddings=64, tie_word_embeddings=False, **LLAMA[variant])
+
+
+def llama(variant="base", seed=1234):
+    from transformers import LlamaForCausalLM
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(llama_config(variant))
+
+
+class TokenData(torch.utils.data.Dataset):
+    """Random token ids, the same on every rank and run (seeded)."""
+
+    def __init__(self, n=64, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(0, VOCAB, (n, SEQ), generator=g)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+def ds_config(stage, precision, auto=True):
+    """The DeepSpeed config a user hands the framework ("auto" values are filled by transformers)."""
+    fill = "auto" if auto else 2
+    cfg = {
+        "train_micro_batch_size_per_gpu": fill,
+        "gradient_accumulation_steps": "auto" if auto else 1,
+        "steps_per_print": 1,
+        "zero_allow_untested_optimizer": True,
+        "zero_optimization": {"stage": stage},
+    }
+    if precision == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    return cfg
+
+
+def parser(doc):
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--stage", type=int, default=2)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--model", default="base", choices=sorted(LLAMA))
+    p.add_argument("--steps", type=int, default=3)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--save-dir", help="train --steps steps and save there")
+    g.add_argument("--load-dir", help="resume / load from there")
+    return p
+
+
+def log(msg):
+    print(f"[worker rank {os.environ.get('RANK', '0')}] {msg}", flush=True)
+
+
+def checksum(model):
+    return float(sum(p.detach().float().abs().sum() for p in model.parameters()))
