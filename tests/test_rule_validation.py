@@ -131,3 +131,34 @@ def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     with pytest.raises(BadRules):
         load_rules(directory)
     assert first.rules[0].id == "DS-T001"
+
+
+def _with_line_condition(pattern: str) -> tuple[str, int]:
+    """The valid rule with a `line:` condition; (text, the line it stands on)."""
+    text = textwrap.dedent(_valid_rule()).replace(
+        "  - exception: AssertionError\n", f"  - exception: AssertionError\n      line: '{pattern}'\n")
+    return text, text.splitlines().index(f"      line: '{pattern}'") + 1
+
+
+def test_lint_rejects_a_regex_of_super_linear_time_naming_file_and_line(tmp_path, cli):
+    # Nested quantifiers over the same characters backtrack exponentially in Python's re; the
+    # lookahead keeps the pattern there (RE2 has no lookarounds).
+    text, line = _with_line_condition(r"(\s*\S+)*:(?! )")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    result = cli("rules", "lint", "--rules", directory)
+    assert result.returncode == 4
+    err = result.stderr.decode()
+    assert f"DS-T001-test.yaml:{line}: line regex" in err and "super-linear" in err and "Traceback" not in err
+    load_rules(directory, use_cache=False)  # classify does not time regexes: it only compiles them
+
+
+def test_lint_accepts_what_re2_runs_in_linear_time_and_rejects_it_on_re(tmp_path, cli):
+    from triage.kb.regex import compile_pattern
+
+    if not hasattr(compile_pattern("a"), "translated"):
+        pytest.skip("google-re2 is not installed")
+    text, line = _with_line_condition(r"(a+)+$")
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    assert cli("rules", "lint", "--rules", directory).returncode == 0
+    on_re = cli("rules", "lint", "--rules", directory, env={"DS_TRIAGE_REGEX_ENGINE": "re"})
+    assert on_re.returncode == 4 and f"DS-T001-test.yaml:{line}: line regex /(a+)+$/" in on_re.stderr.decode()

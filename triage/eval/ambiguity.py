@@ -24,13 +24,13 @@ _VOLATILE = (
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),  # object addresses in DeepSpeed's config dump
     (re.compile(r"\b(pid:? ?|PID |process )\d+"), r"\1?"),
     (re.compile(r"\b\d+(?:\.\d+)?(?:e-?\d+)? ?(?:s|ms|sec|secs|seconds)\b"), "? s"),
-    (re.compile(r"\b[\w.]+\.py:\d+"), "?.py:?"),  # logger call sites move between releases
+    (re.compile(r"(?<![\w.])[\w.]+\.py:\d+"), "?.py:?"),  # logger call sites move between releases
 )
 # torchrun's bookkeeping of which process died first and how: a race between ranks, not the fault
 _LAUNCHER = re.compile(
     r"closing signal|^\s*(exitcode|traceback|time|host|rank|error_file|local_rank)\s+:|failed \(exitcode|"
     r"Root Cause|^Failures:|<NO_OTHER_FAILURES>|^\s*\[\d+\]:$|^[=-]{10,}$|^\s*$|"
-    r"built successfully|Using .* as PyTorch extensions root")
+    r"built successfully|Using \S+ as PyTorch extensions root")
 
 
 def fingerprint(text: str, case_id: str = "") -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from triage import __version__
 from triage.errors import BadRules
+from triage.kb import regex
 from triage.kb.model import Rule, compile_rule
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -54,8 +55,10 @@ def rule_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.yaml") if p.is_file())
 
 
-def load_rules(directory: str | Path | None = None, *, use_cache: bool = True, examples: bool = False) -> RuleSet:
-    """The validated rules of `directory`; with `examples`, their example files must exist too."""
+def load_rules(directory: str | Path | None = None, *, use_cache: bool = True, examples: bool = False,
+               linear: bool = False) -> RuleSet:
+    """The validated rules of `directory`; with `examples`, their example files must exist too;
+    with `linear`, every regex must pass the pump test (triage.kb.pump: seconds, so lint only)."""
     directory = Path(directory) if directory else default_rules_dir()
     files = rule_files(directory)
     schema_path = directory / SCHEMA_NAME
@@ -65,21 +68,24 @@ def load_rules(directory: str | Path | None = None, *, use_cache: bool = True, e
     digest = _digest(schema_path.read_bytes(), contents, directory)
     cache = _cache_path(digest)
     data = _read_cache(cache) if use_cache else None
-    if data is None or examples:
-        data = validate_files(schema_path, contents, directory, examples=examples)
+    if data is None or examples or linear:
+        data = validate_files(schema_path, contents, directory, examples=examples, linear=linear)
         if use_cache:
             _write_cache(cache, data)
+    for entry in data:
+        regex.remember(entry.get("regex", {}))
     rules = [compile_rule(entry["rule"], entry["path"]) for entry in data]
     return RuleSet(rules, directory, digest)
 
 
 def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Path, *,
-                   examples: bool = False) -> list[dict]:
+                   examples: bool = False, linear: bool = False) -> list[dict]:
     """Full validation: every problem in every file, then BadRules if any."""
     import jsonschema  # slow to import: only on a cache miss or `rules lint`
 
     from triage.kb.source import RuleFileError, load_source
-    from triage.kb.validate import cross_rule_problems, example_file_problems, schema_problems, semantic_problems
+    from triage.kb.validate import (cross_rule_problems, example_file_problems, linear_problems, schema_problems,
+                                    semantic_problems)
 
     try:
         schema = json.loads(schema_path.read_text())
@@ -104,6 +110,8 @@ def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Pa
         found = schema_problems(source, validator)
         if not found:
             found = semantic_problems(source, root) + (example_file_problems(source, root) if examples else [])
+            if not found and linear:
+                found = linear_problems(source)
         if found:
             problems.extend(found)
         else:
@@ -112,7 +120,11 @@ def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Pa
         problems = cross_rule_problems(sources)
     if problems:
         raise BadRules(problems)
-    return [{"path": s.path, "rule": s.data} for s in sources]
+    from triage.kb.validate import REGEX_FIELDS, regex_fields
+
+    return [{"path": s.path, "rule": s.data,
+             "regex": regex.plans((pattern, REGEX_FIELDS[key][0]) for _, key, pattern in regex_fields(s.data))}
+            for s in sources]
 
 
 def _shown(path: Path) -> str:
@@ -123,7 +135,7 @@ def _shown(path: Path) -> str:
 
 
 def _digest(schema: bytes, contents: dict[Path, bytes], directory: Path) -> str:
-    digest = hashlib.sha256(__version__.encode())
+    digest = hashlib.sha256(f"{__version__} {regex.PLAN_VERSION}".encode())
     digest.update(schema)
     for path, raw in contents.items():
         digest.update(str(path.relative_to(directory)).encode() + b"\0")

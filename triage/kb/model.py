@@ -1,9 +1,11 @@
-"""Rules compiled for matching: regexes compiled once, defaults filled in."""
+"""Rules compiled for matching: regexes compiled once (RE2 where it can, triage.kb.regex), defaults filled in."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from triage.kb.regex import Regex
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,33 +116,6 @@ def _conditions(spec: dict) -> Conditions:
         no_traceback=spec.get("no_traceback"),
         ranks=spec.get("ranks"),
     )
-
-
-class Regex:
-    """A rule regex compiled on first use. Compiling all ~500 of them costs more than
-    a whole classification, and most are never reached: a pattern stops at its
-    first condition that fails."""
-
-    __slots__ = ("pattern", "flags", "_compiled")
-
-    def __init__(self, pattern: str, flags: int = 0):
-        self.pattern = pattern
-        self.flags = flags
-        self._compiled: re.Pattern | None = None
-
-    def _get(self) -> re.Pattern:
-        if self._compiled is None:
-            self._compiled = re.compile(self.pattern, self.flags)
-        return self._compiled
-
-    def search(self, text: str, pos: int = 0):
-        return self._get().search(text, pos)
-
-    def match(self, text: str):
-        return self._get().match(text)
-
-    def fullmatch(self, text: str):
-        return self._get().fullmatch(text)
 
 
 def _re(pattern: str | None, flags: int = 0) -> Regex | None:

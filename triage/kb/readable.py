@@ -10,12 +10,7 @@ from __future__ import annotations
 
 import re
 
-try:  # Python 3.11+
-    from re import _constants as C
-    from re import _parser as sre
-except ImportError:  # Python 3.10
-    import sre_constants as C  # type: ignore[no-redef]
-    import sre_parse as sre  # type: ignore[no-redef]
+from triage.kb.sre import op as C, parser as sre
 
 GAP = "..."
 NUMBER = "N"
@@ -80,7 +75,7 @@ def _node(op, av, limit: int) -> list[str]:
         sub = list(sub)
         if _is_class(sub, C.CATEGORY_DIGIT):
             return [_DIGIT]
-        if _is_class(sub, C.CATEGORY_SPACE):
+        if _is_space(sub):
             return [_SPACE]
         if low == 0 and high == 1:  # optional: with and without it
             return (_sequence(sub, limit) + [""])[:limit]
@@ -89,7 +84,7 @@ def _node(op, av, limit: int) -> list[str]:
         return [_ANY]
     if op is C.IN and _is_class([(op, av)], C.CATEGORY_DIGIT):
         return [_DIGIT]
-    if op is C.IN and _is_class([(op, av)], C.CATEGORY_SPACE):
+    if op is C.IN and _is_space([(op, av)]):
         return [_SPACE]
     if op in (C.AT, C.ASSERT, C.ASSERT_NOT):
         return [""]
@@ -103,6 +98,15 @@ def _is_class(items: list, category) -> bool:
     if op is C.IN:
         return len(av) == 1 and av[0][0] is C.CATEGORY and av[0][1] is category
     return op is C.CATEGORY and av is category
+
+
+def _is_space(items: list) -> bool:
+    """\\s, or a class of white space only: [ \\t] (indentation that stays on its line)."""
+    if _is_class(items, C.CATEGORY_SPACE):
+        return True
+    if len(items) != 1 or items[0][0] is not C.IN:
+        return False
+    return all(op is C.LITERAL and chr(av).isspace() for op, av in items[0][1])
 
 
 def _finish(variant: str) -> str:

@@ -79,10 +79,7 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
     stem = Path(source.path).stem
     if not stem.startswith(rule["id"]):
         report(("id",), f"id {rule['id']} does not match the file name {stem}. Name the file {rule['id']}-<slug>.yaml")
-    signature = rule["signature"]
-    for group in ("patterns", "boosts", "unless"):
-        for index, conditions in enumerate(signature.get(group, [])):
-            _check_regexes(conditions, ("signature", group, index), report)
+    _check_regexes(rule, report)
     for index, check in enumerate(rule["verify"]):
         command = check["command"]
         where = ("verify", index, "command")
@@ -121,29 +118,46 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
     return out
 
 
-def _check_regexes(conditions: dict, path: tuple, report) -> None:
-    for key in _CONDITION_REGEX_KEYS:
-        if key in conditions:
-            _compile(conditions[key], path + (key,), report)
-    for key in ("line", "run_line"):  # what `stream` prefilters on raw bytes: it needs a literal
-        if key in conditions and _compiles(conditions[key]) and _literal_free(conditions[key]):
-            report(path + (key,), f"{key} /{conditions[key]}/ has no fixed text of 4+ characters, so `ds-triage "
-                   "stream` cannot prefilter it. Anchor it on a fixed piece of the message")
-    frames = list(conditions.get("frames", []))
-    if "frame" in conditions:
-        frames.append(conditions["frame"])
-    for frame in frames:
-        for key in ("function", "code"):
-            if key in frame:
-                _compile(frame[key], path, report)
+# How the matcher runs each regex field (triage.classify.match): the flags it compiles it
+# with and the call it makes.
+REGEX_FIELDS = {
+    "exception": (0, "fullmatch"),
+    "message": (0, "search"),
+    "line": (re.MULTILINE, "search"),
+    "run_line": (re.MULTILINE, "search"),
+    "function": (0, "fullmatch"),
+    "code": (0, "search"),
+}
 
 
-def _compiles(pattern: str) -> bool:
-    try:
-        re.compile(pattern)
-    except re.error:
-        return False
-    return True
+def regex_fields(rule: dict):
+    """(json path, field, pattern) of every regex in a rule's signature."""
+    signature = rule["signature"]
+    for group in ("patterns", "boosts", "unless"):
+        for index, conditions in enumerate(signature.get(group, [])):
+            path = ("signature", group, index)
+            for key in _CONDITION_REGEX_KEYS:
+                if key in conditions:
+                    yield path + (key,), key, conditions[key]
+            frames = [(("frames", i), frame) for i, frame in enumerate(conditions.get("frames", []))]
+            if "frame" in conditions:
+                frames.append((("frame",), conditions["frame"]))
+            for where, frame in frames:
+                for key in ("function", "code"):
+                    if key in frame:
+                        yield path + where + (key,), key, frame[key]
+
+
+def _check_regexes(rule: dict, report) -> None:
+    for path, key, pattern in regex_fields(rule):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            report(path, f"bad regex {pattern!r}: {exc}. Escape literal ( ) [ ] . with a backslash")
+            continue
+        if key in ("line", "run_line") and _literal_free(pattern):  # what `stream` prefilters on raw bytes
+            report(path, f"{key} /{pattern}/ has no fixed text of 4+ characters, so `ds-triage stream` cannot "
+                   "prefilter it. Anchor it on a fixed piece of the message")
 
 
 def _literal_free(pattern: str) -> bool:
@@ -152,11 +166,24 @@ def _literal_free(pattern: str) -> bool:
     return required(pattern) is None
 
 
-def _compile(pattern: str, path: tuple, report) -> None:
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        report(path, f"bad regex {pattern!r}: {exc}. Escape literal ( ) [ ] . with a backslash")
+def linear_problems(source: RuleSource) -> list[str]:
+    """Rule regexes whose time grows faster than the text they read, on the pump strings of
+    triage.kb.pump, run on the engine classify runs them on (RE2, or `re` for lookarounds and
+    backreferences). Seconds per rule set: `rules lint` runs it, classify does not."""
+    from triage.kb import pump
+    from triage.kb.regex import compile_pattern
+
+    out = []
+    for path, key, pattern in regex_fields(source.data):
+        flags, mode = REGEX_FIELDS[key]
+        compiled = compile_pattern(pattern, flags)
+        slow = pump.check(pattern, flags, mode, compiled=compiled)
+        if slow is not None:
+            engine = "RE2" if hasattr(compiled, "translated") else "Python's re (RE2 cannot run it)"
+            out.append(f"{source.path}:{source.line_of(path)}: {key} regex /{pattern}/ takes super-linear time on "
+                       f"{engine}, {slow}. A log can make it hang: bound or anchor it (rules/README.md, "
+                       "'Linear time')")
+    return out
 
 
 def cross_rule_problems(sources: list[RuleSource]) -> list[str]:

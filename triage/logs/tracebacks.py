@@ -18,7 +18,23 @@ CHAIN_LINKS = {
     "During handling of the above exception, another exception occurred:": "context",
 }
 FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
-EXCEPTION = re.compile(r"(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure|[A-Z]\w*))(?::[ ]?(?P<msg>.*))?$")
+# The line that ends a traceback: a dotted name, then ": message" or nothing. The name is the
+# whole run of name characters (a colon or the end must follow it), so it is read in one
+# pass; it names an exception when its last part has a capital past the first character
+# (ValueError, torch.OutOfMemoryError, KeyboardInterrupt, SystemExit, _pickle.UnpicklingError).
+# The same test as one regex, `[\w.]*(?:Error|...|[A-Z]\w*)`, is quadratic on a long name.
+EXCEPTION = re.compile(r"(?P<type>[A-Za-z_][\w.]*)(?::[ ]?(?P<msg>.*))?$")
+_NAMES_EXCEPTION = re.compile(r"[A-Z]\w*")
+
+
+def exception_header(text: str) -> re.Match | None:
+    """The match of an exception line (`type`, `msg`), or None."""
+    header = EXCEPTION.match(text)
+    if header is None:
+        return None
+    name = header["type"]
+    last = name.rfind(".") + 1 or 1  # the last part; a bare name's first character does not count
+    return header if _NAMES_EXCEPTION.search(name, last) else None
 _NOISE = re.compile(r"\s*(?:[~^]+\s*|\.\.\.<\d+ lines>\.\.\.|\[Previous line repeated \d+ more times?\])$")
 MAX_MESSAGE_LINES = 200
 MAX_FRAMES = 500
@@ -122,7 +138,7 @@ def _parse_traceback(lines: list[Line], i: int) -> tuple[RaisedException | None,
         if not line.text.strip() or _NOISE.match(line.text):
             i += 1
             continue
-        header = EXCEPTION.match(line.text)
+        header = exception_header(line.text)
         if header is None:
             return None, i  # not a traceback after all (or cut off): leave it to the caller
         return _read_message(lines, i, header, frames)

@@ -23,6 +23,8 @@ _CONFIG_START = re.compile(r"print_user_config\]\s+json = \{\s*$", re.M)
 _KEYS = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"\n]*\"(?:, )?)+)")
 _SIZE = re.compile(r"size mismatch for ([^:\s]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
                    r"checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)")
+_QUOTED = re.compile(r'"([^"\n]*)"')
+MAX_DIM_DIGITS = 30  # a longer "dimension" is no shape (and int() refuses 4,300+ digits)
 MAX_CONFIG_LINES = 2000
 
 
@@ -60,15 +62,19 @@ def user_config(text: str) -> tuple[dict | None, int]:
 def model_claims(text: str) -> ModelClaims:
     claims = ModelClaims()
     for m in _KEYS.finditer(text):
-        names = re.findall(r'"([^"\n]*)"', m.group(2))
+        names = _QUOTED.findall(m.group(2))
         kind = claims.missing if m.group(1) == "Missing" else claims.unexpected
         kind.extend(n for n in names if n not in kind)
         claims.line = claims.line or text.count("\n", 0, m.start()) + 1
     for m in _SIZE.finditer(text):
-        claims.sizes.setdefault(m.group(1), (_shape(m.group(2)), _shape(m.group(3))))
+        saved, model = _shape(m.group(2)), _shape(m.group(3))
+        if saved is None or model is None:
+            continue
+        claims.sizes.setdefault(m.group(1), (saved, model))
         claims.line = min(claims.line or 1 << 62, text.count("\n", 0, m.start()) + 1)
     return claims
 
 
-def _shape(text: str) -> tuple:
-    return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+def _shape(text: str) -> tuple | None:
+    dims = [x for x in text.replace(" ", "").split(",") if x]
+    return None if any(len(x) > MAX_DIM_DIGITS for x in dims) else tuple(int(x) for x in dims)

@@ -17,7 +17,9 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 # DeepSpeed's `DeepSpeedEngine configuration:` dump and its optimizer banner.
 LOG_STAGE = (re.compile(r"zero_optimization_stage \.+ (\d)\b"), re.compile(r"Creating \S+ ZeRO stage (\d) optimizer"))
-LOG_WORLD = (re.compile(r"^\s*world_size \.+ (\d+)\s*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"))
+# [ \t]*, not \s*: under MULTILINE \s crosses lines, and on a run of blank lines every line
+# start would scan the rest of the run (quadratic).
+LOG_WORLD = (re.compile(r"^[ \t]*world_size \.+ (\d+)[ \t]*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"))
 LOG_OPTIMIZER = (re.compile(r"DeepSpeed Basic Optimizer = ([A-Za-z_][\w.]*)"),)
 # engine.load_checkpoint's warning names the dir it was given: the load dir.
 LOG_LOAD_DIR = (re.compile(r"Unable to find latest file at (\S+)/latest\b"),)

@@ -11,12 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-try:  # the parser moved in 3.11; both expose parse() and the opcodes
-    import re._constants as _op
-    import re._parser as _parser
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _op  # type: ignore[no-redef]
-    import sre_parse as _parser  # type: ignore[no-redef]
+from triage.kb.sre import op as _op, parser as _parser
 
 # A literal shorter than this matches too much chatter to be worth a prefilter entry.
 MIN_LITERAL = 4
