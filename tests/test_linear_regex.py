@@ -100,6 +100,11 @@ SOURCE_REGEXES = {
     "triage.probe.log_facts._CONFIG_START": "search",
     "triage.probe.log_facts._KEYS": "finditer",
     "triage.probe.log_facts._SIZE": "finditer",
+    "triage.kb.api_history._ATTRIBUTE": "search",
+    "triage.kb.api_history._MODULE_ATTRIBUTE": "search",
+    "triage.kb.api_history._KEYWORD": "search",
+    "triage.kb.api_history._IMPORT_NAME": "search",
+    "triage.kb.api_history._NO_MODULE": "search",
     "triage.probe.log_facts._QUOTED": "finditer",
     "triage.probe.model_claims.ADAPTER": "search",
     "triage.probe.target.LOG_STAGE": "search",
@@ -117,6 +122,7 @@ SOURCE_REGEXES = {
 # Regexes that never see a log: what they read instead.
 NOT_LOG_TEXT = {
     "triage.kb.validate._WRITES": "a rule's verify command",
+    "triage.kb.validate._RUNS_PICKLE": "a rule's verify command",
     "triage.kb.validate._FUNCTION_REF": "a rule's reference",
     "triage.probe.checkpoint.SHARD_PATTERNS": "file names in a checkpoint directory",
     "triage.probe.checkpoint.HF_CHECKPOINT": "directory names",
@@ -133,6 +139,7 @@ INLINE_NOT_LOG_TEXT = {
     "triage/probe/checks/version.py": "a version string from a checkpoint",
     "triage/kb/readable.py": "rule regexes",
     "triage/kb/sites.py": "DeepSpeed's source",
+    "triage/kb/api_history.py": "a release version (the log's version fact, already cut short)",
     "triage/kb/validate.py": "jsonschema messages",
     "triage/stream/prefilter.py": "rule literals",
 }

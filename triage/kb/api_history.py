@@ -19,7 +19,7 @@ INDEX_PATH = Path(__file__).with_name("api_history.json")
 _ATTRIBUTE = re.compile(r"'(?P<owner>\w+)' object has no attribute '(?P<name>\w+)'")
 _MODULE_ATTRIBUTE = re.compile(r"module '(?P<owner>deepspeed[\w.]*)' has no attribute '(?P<name>\w+)'")
 # Python 3.10+ prints the qualified name; before, the bare one (then the call site names it).
-_KEYWORD = re.compile(r"(?:(?P<owner>\w+)\.|\b)(?P<method>load_checkpoint|save_checkpoint)\(\) "
+_KEYWORD = re.compile(r"(?:(?P<owner>\w{1,80})\.|\b)(?P<method>load_checkpoint|save_checkpoint)\(\) "
                       r"got an unexpected keyword argument '(?P<name>\w+)'")
 _ENGINES = {None, "DeepSpeedEngine", "PipelineEngine", "DeepSpeedHybridEngine"}  # not Trainer.save_checkpoint
 _IMPORT_NAME = re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<owner>deepspeed[\w.]*)'")
