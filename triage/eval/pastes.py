@@ -37,6 +37,16 @@ class Paste:
     cut: Callable[[list[str], object], str | None]  # (the log's lines, its primary exception) -> the paste
 
 
+def log_lines(text: str) -> list[str]:
+    """The log's lines as classify numbers them (triage.logs.normalize): split at newlines only.
+    str.splitlines() also splits at a progress bar's bare \r, and every cut after it would be
+    off by one."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _block(lines: list[str], exc) -> tuple[int, int]:
     """0-based [start, end) of the exception's `Type: message` line and its continuation lines."""
     start = exc.log_line - 1
@@ -159,7 +169,7 @@ def measure(corpus_dir, cases: list[Case], rules) -> list[Row]:
         exc = whole.incident.primary
         if exc is None:
             continue  # no traceback to cut: a launcher-only or warning-only log
-        lines = log.text.splitlines()
+        lines = log_lines(log.text)
         whole_top = _categories(whole)
         for paste, row in zip(PASTES, rows):
             text = paste.cut(lines, exc)
