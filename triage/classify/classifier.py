@@ -13,7 +13,7 @@ def classify(text: str, *, rules: RuleSet | None = None, truncated: bool = False
              decode_errors: int = 0, facts: dict | None = None) -> Report:
     rules = rules or load_rules()
     incident, lines = parse(text, truncated=truncated, decode_errors=decode_errors)
-    hypotheses = rank(incident, lines, rules.rules)
+    hypotheses = rank(incident, lines, rules.rules, rules.sites)
     known = guess_checkpoint(incident.paths)
     known.update({k: v for k, v in (facts or {}).items() if v})
     return Report(incident, hypotheses, known)

@@ -19,6 +19,7 @@ from triage.logs.runs import failing_run_start
 MIN_CONFIDENCE = 0.35
 MAX_HYPOTHESES = 5
 MAX_FUZZY_CANDIDATES = 400
+MAX_ERRORISH_LINES = 2000
 # Lines worth fuzzy-matching: the rest of a 5,000-line log is chatter.
 # Lower-case words searched in the lower-cased log: sre skips ahead on their first
 # letters, ten times faster than a (?i) pattern over a multi-MB paste.
@@ -63,7 +64,14 @@ class LogView:
         self.exceptions: list[RaisedException] = [e for chain in incident.chains for e in chain.exceptions]
         self.chain_ranks = {id(e): chain.ranks for chain in incident.chains for e in chain.exceptions}
         self._fuzzy: list[tuple[int | None, str]] | None = None
+        self._errorish: list[int] | None = None
+        self.site_blocks = None  # triage.classify.messages.blocks, once
         self._run_start: int | None = None
+
+    def line_text(self, no: int | None) -> str:
+        """The normalized text of the line numbered `no` in the original log."""
+        # normalize() keeps every line of the text: line `no` is lines[no - 1]
+        return self.lines[no - 1].text if no is not None and 0 < no <= len(self.lines) else ""
 
     def find_line(self, pattern, run_only: bool = False) -> Line | None:
         match = pattern.search(self.text, self.run_start if run_only else 0)
@@ -83,6 +91,23 @@ class LogView:
             self._run_start = failing_run_start(self.text, end)
         return self._run_start
 
+    def errorish_lines(self) -> list[int]:
+        """Indexes into `lines` of the lines with an error-ish word, in order, once each."""
+        if self._errorish is None:
+            # One case-insensitive scan of the joined log finds them.
+            out: list[int] = []
+            lowered = self.text.lower()
+            if len(lowered) != len(self.text):  # a few Unicode letters lower-case to two
+                lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in self.text)
+            for match in _ERRORISH.finditer(lowered):
+                if len(out) >= MAX_ERRORISH_LINES:
+                    break
+                index = bisect.bisect_right(self.starts, match.start()) - 1
+                if not out or index != out[-1]:
+                    out.append(index)
+            self._errorish = out
+        return self._errorish
+
     def fuzzy_candidates(self) -> list[tuple[int | None, str]]:
         if self._fuzzy is None:
             seen: set[str] = set()
@@ -92,18 +117,9 @@ class LogView:
                 if text not in seen:
                     seen.add(text)
                     out.append((exc.log_line, text))
-            # One case-insensitive scan of the joined log finds the error-ish lines.
-            last = -1
-            lowered = self.text.lower()
-            if len(lowered) != len(self.text):  # a few Unicode letters lower-case to two
-                lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in self.text)
-            for match in _ERRORISH.finditer(lowered):
+            for index in self.errorish_lines():
                 if len(out) >= MAX_FUZZY_CANDIDATES:
                     break
-                index = bisect.bisect_right(self.starts, match.start()) - 1
-                if index == last:
-                    continue
-                last = index
                 line = self.lines[index]
                 text = line.text.strip()
                 if 12 <= len(text) <= 600 and text not in seen:
@@ -113,10 +129,14 @@ class LogView:
         return self._fuzzy
 
 
-def rank(incident: Incident, lines: list[Line], rules: list[Rule]) -> list[Hypothesis]:
+def rank(incident: Incident, lines: list[Line], rules: list[Rule], sites=None) -> list[Hypothesis]:
+    """Every rule scored; with `sites` (the message index, triage.kb.messages), the rules that
+    cover a raise site whose message the log holds too."""
     view = LogView(incident, lines)
-    hypotheses = [h for rule in rules if (h := score(rule, view)) is not None]
-    hypotheses = [h for h in hypotheses if h.confidence >= MIN_CONFIDENCE]
+    scored = {rule.id: h for rule in rules if (h := score(rule, view)) is not None}
+    if sites:
+        _site_hypotheses(view, sites, rules, scored)
+    hypotheses = [h for h in scored.values() if h.confidence >= MIN_CONFIDENCE]
     hypotheses.sort(key=Hypothesis.sort_key)
     return hypotheses[:MAX_HYPOTHESES]
 
@@ -143,13 +163,65 @@ def score(rule: Rule, view: LogView) -> Hypothesis | None:
             best.evidence.append(Evidence(line_no, text, why))
     if best is None:
         return None
-    for boost in rule.boosts:
+    return _boosted(best, view)
+
+
+def _boosted(best: Hypothesis, view: LogView) -> Hypothesis:
+    for boost in best.rule.boosts:
         evidence = holds(boost.conditions, view)
         if evidence is not None:
             best.confidence += (1 - best.confidence) * boost.weight
             why = boost.why or "supporting evidence"
             best.evidence.extend(Evidence(e.line, e.text, f"{why}: {e.why}") for e in evidence)
     best.confidence = min(1.0, best.confidence)
+    return best
+
+
+def _site_hypotheses(view: LogView, sites, rules: list[Rule], scored: dict[str, Hypothesis]) -> None:
+    """Add (or raise) the hypotheses of the rules covering each raise site whose message the log holds."""
+    from triage.classify import messages
+
+    fired = {rule_id for rule_id, h in scored.items() if h.confidence >= MIN_CONFIDENCE}
+    hits = messages.find_sites(view, sites)
+    if not fired:  # reformatted text, only where no rule fired
+        exact = {id(hit.site) for hit in hits}
+        hits += [hit for hit in messages.find_sites_fuzzy(view, sites) if id(hit.site) not in exact]
+    if not hits:
+        return
+    by_id = {rule.id: rule for rule in rules}
+    for hit in hits:
+        covering = [by_id[rule_id] for rule_id in hit.site.rules if rule_id in by_id]
+        if hit.framed and any(rule.id in fired for rule in covering):
+            continue  # a full traceback, and the rules read it: those that did not fire stay out
+        for rule in covering:
+            value = messages.confidence(hit, _unshown(rule, hit))
+            existing = scored.get(rule.id)
+            if existing is not None and existing.confidence >= value:
+                continue
+            if any(holds(cond, view) is not None for cond in rule.unless):
+                continue
+            text = view.line_text(hit.line_no) if hit.block.exc is None else hit.block.raw.splitlines()[0]
+            found = Hypothesis(rule, value, [Evidence(hit.line_no, text.strip()[:300], messages.describe(hit))], 0)
+            scored[rule.id] = _boosted(found, view)
+
+
+def _unshown(rule: Rule, hit) -> int | None:
+    """How many conditions the paste cannot show (frames, lines, ranks...) in the rule's pattern
+    whose own message regex matches the text the site was found in, the fewest; None: none matches.
+    A known exception type must match the pattern's too."""
+    exc = hit.block.exc
+    texts = [exc.message] if exc is not None else [hit.block.raw, hit.block.raw.replace(" ", "")]
+    best = None
+    for pattern in rule.patterns:
+        cond = pattern.conditions
+        if cond.message is None or not any(cond.message.search(text) for text in texts):
+            continue
+        if exc is not None and cond.exception is not None and not (
+                cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
+            continue
+        unshown = len(cond.frames) + sum(c is not None for c in (cond.line, cond.run_line, cond.exit_code,
+                                                                  cond.no_traceback, cond.ranks))
+        best = unshown if best is None else min(best, unshown)
     return best
 
 

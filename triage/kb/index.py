@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from triage import __version__
@@ -40,6 +40,16 @@ class RuleSet:
     rules: list[Rule]
     directory: Path
     digest: str
+    _sites: list | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def sites(self) -> list:
+        """The message index beside the rules (triage.kb.messages), read on first use."""
+        if self._sites is None:
+            from triage.kb.messages import load
+
+            self._sites = load(self.directory)
+        return self._sites
 
     def by_id(self, rule_id: str) -> Rule:
         for rule in self.rules:
