@@ -31,3 +31,46 @@ def test_the_last_lines_of_a_traceback_keep_their_frames(name, keep):
     shown = [(f.file, f.line, f.function) for f in whole.frames][-len(cut.frames):]
     assert cut.type == whole.type and cut.frames and [(f.file, f.line, f.function) for f in cut.frames] == shown
     assert not parse("\n".join(tail))[0].chains[0].bare
+
+
+def _paste_patterns(rule):
+    """The patterns a rule has for pastes (their name says "(a paste"): a `line` pattern reads the
+    message with its exception type cut off, an exception-scoped one the exception line alone."""
+    return [p for p in rule.data["signature"]["patterns"] if "(a paste" in p.get("name", "")]
+
+
+def _fragments(text):
+    """{kind: (the text pasted, what the pattern's regex reads of it)}"""
+    exc = parse(text)[0].primary
+    first = exc.message.splitlines()[0] if exc and exc.message else ""
+    return {"line": (first, first), "exception": (f"{exc.type}: {first}", first)} if first else {}
+
+
+def test_paste_patterns_match_fragments_cut_from_the_rules_real_examples(rules):
+    import re
+
+    unexercised, wrong = [], []
+    for rule in rules.rules:
+        for pattern in _paste_patterns(rule):
+            kind = "line" if "line" in pattern else "exception"
+            regex = re.compile(pattern.get("line") or pattern["message"], re.M)
+            used = 0
+            for example in rule.data["examples"]:
+                if example["expect"] != "match" or "file" not in example:
+                    continue
+                fragment, read = _fragments(_log(example["file"])).get(kind, (None, None))
+                if not fragment or not regex.search(read):
+                    continue
+                used += 1
+                ranked = [h.rule.id for h in classify(fragment, rules=rules).hypotheses]
+                if ranked[:1] != [rule.id]:
+                    wrong.append(f"{rule.id} {example['file']}: {fragment[:90]!r} -> {ranked}")
+            if not used:
+                unexercised.append(f"{rule.id}: {pattern['name']}")
+    assert not unexercised, "paste patterns no real example's fragment exercises:\n" + "\n".join(unexercised)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_rules_have_paste_patterns_for_the_fragments_issue_17_names(rules):
+    # torch's zip-archive reader error without `RuntimeError:`, [Errno 2] / [Errno 13] lines without their type
+    assert {r.id for r in rules.rules if _paste_patterns(r)} >= {"DS-X001", "DS-F002", "DS-A001"}
