@@ -74,3 +74,29 @@ def test_paste_patterns_match_fragments_cut_from_the_rules_real_examples(rules):
 def test_rules_have_paste_patterns_for_the_fragments_issue_17_names(rules):
     # torch's zip-archive reader error without `RuntimeError:`, [Errno 2] / [Errno 13] lines without their type
     assert {r.id for r in rules.rules if _paste_patterns(r)} >= {"DS-X001", "DS-F002", "DS-A001"}
+
+
+@pytest.mark.parametrize("name, rule_id", [
+    ("corpus/cases/zero2-dp1-adamw-saved-sgd-load.log", "DS-O001"),  # KeyError: 'momentum', frames in torch/optim
+    ("corpus/cases/zero2-saved-stage0-load-dp1.log", "DS-Z003"),  # 'NoneType' object has no attribute 'copy'
+    ("corpus/cases/zero3-dp2-model-hidden-changed.log", "DS-M005"),  # The size of tensor a (...) must match ...
+])
+@pytest.mark.parametrize("cut", ["exception line", "traceback without frames"])
+def test_a_pattern_whose_frames_the_paste_cut_still_fires_weaker(rules, name, rule_id, cut):
+    text = _log(name)
+    whole = classify(text, rules=rules)
+    exc = whole.incident.primary
+    line = log_lines(text)[exc.log_line - 1]
+    paste = line if cut == "exception line" else f"Traceback (most recent call last):\n{line}"
+    found = {h.rule.id: h for h in classify(paste, rules=rules).hypotheses}
+    full = {h.rule.id: h for h in whole.hypotheses}
+    assert rule_id in full and rule_id in found
+    assert found[rule_id].confidence < full[rule_id].confidence
+    assert "not in the paste" in found[rule_id].evidence[0].why
+
+
+def test_a_whole_traceback_is_never_read_as_cut(rules):
+    # the same exception with its frames and header: the frames are all there, nothing is relaxed
+    text = _log("corpus/cases/zero2-dp1-adamw-saved-sgd-load.log")
+    assert not any(e.cut for chain in parse(text)[0].chains for e in chain.exceptions)
+    assert all("not in the paste" not in e.why for h in classify(text, rules=rules).hypotheses for e in h.evidence)

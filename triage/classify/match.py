@@ -17,6 +17,8 @@ from triage.logs.normalize import Line
 from triage.logs.runs import failing_run_start
 
 MIN_CONFIDENCE = 0.35
+RELAXED = 0.5  # share of its pattern's confidence a match keeps when the paste lacks frames or lines the pattern needs
+UNSHOWN_CONDITION = 0.03  # less for each further condition the paste lacks
 MAX_HYPOTHESES = 5
 MAX_FUZZY_CANDIDATES = 400
 MAX_ERRORISH_LINES = 2000
@@ -162,8 +164,41 @@ def score(rule: Rule, view: LogView) -> Hypothesis | None:
             best.confidence += (1 - best.confidence) * strength * 0.5
             best.evidence.append(Evidence(line_no, text, why))
     if best is None:
+        best = _relaxed(rule, view)
+    if best is None:
         return None
     return _boosted(best, view)
+
+
+def _relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
+    """A pattern whose exception and message hold on an exception cut from a paste, while the
+    frames or lines it also needs are not in the paste: weaker, less for each such condition."""
+    cut = [exc for exc in view.exceptions if exc.cut]
+    if not cut:
+        return None
+    best: Hypothesis | None = None
+    for pattern in rule.patterns:
+        cond = pattern.conditions
+        if cond.message is None or cond.message.pattern == "^$":
+            continue  # the message must say something: a bare assertion names no cause alone
+        for exc in cut:
+            if cond.exception and not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
+                continue
+            if not cond.message.search(exc.message):
+                continue
+            unshown = sum(not any(_frame_matches(spec, f) for f in exc.frames) for spec in cond.frames)
+            unshown += sum(regex is not None and view.find_line(regex, run_only) is None
+                           for regex, run_only in ((cond.line, False), (cond.run_line, True)))
+            unshown += sum(c is not None for c in (cond.exit_code, cond.ranks))
+            if not unshown:
+                continue
+            value = pattern.confidence * RELAXED - UNSHOWN_CONDITION * (unshown - 1)
+            if best is None or value > best.confidence:
+                head = f"{exc.type}: {exc.message.splitlines()[0]}" if exc.message else exc.type
+                why = (f"{pattern.name + ': ' if pattern.name else ''}exception and message match /{cond.message.pattern}/; "
+                       f"{unshown} more condition(s) of the pattern (frames, lines) are not in the paste")
+                best = Hypothesis(rule, value, [Evidence(exc.log_line, head[:300], why)], 0)
+    return best
 
 
 def _boosted(best: Hypothesis, view: LogView) -> Hypothesis:
@@ -191,8 +226,9 @@ def _site_hypotheses(view: LogView, sites, rules: list[Rule], scored: dict[str, 
     by_id = {rule.id: rule for rule in rules}
     for hit in hits:
         covering = [by_id[rule_id] for rule_id in hit.site.rules if rule_id in by_id]
-        if hit.framed and any(rule.id in fired for rule in covering):
-            continue  # a full traceback, and the rules read it: those that did not fire stay out
+        whole = hit.block.exc is not None and hit.framed and not hit.block.exc.cut
+        if whole and any(rule.id in fired for rule in covering):
+            continue  # a whole traceback, and the rules read it: those that did not fire stay out
         for rule in covering:
             value = messages.confidence(hit, _unshown(rule, hit))
             existing = scored.get(rule.id)

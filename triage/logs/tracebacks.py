@@ -57,6 +57,7 @@ def _bare_exceptions(lines: list[Line]) -> list[Chain]:
             exc = _parse_traceback(lines, start)[0] if start < i else None
             if exc is None or exc.log_line != line.no:
                 exc, _ = _read_message(lines, i, header, [])
+            exc.cut = True
             chains.append(Chain([exc], [line.rank] if line.rank is not None else [], bare=not exc.frames))
     return chains
 
@@ -144,7 +145,9 @@ def _parse_traceback(lines: list[Line], i: int) -> tuple[RaisedException | None,
         header = EXCEPTION.match(line.text)
         if header is None:
             return None, i  # not a traceback after all (or cut off): leave it to the caller
-        return _read_message(lines, i, header, frames)
+        exc, i = _read_message(lines, i, header, frames)
+        exc.cut = not frames  # Python prints at least one frame: a paste dropped them
+        return exc, i
     return None, i
 
 
