@@ -17,8 +17,6 @@ from triage.logs.normalize import Line
 from triage.logs.runs import failing_run_start
 
 MIN_CONFIDENCE = 0.35
-RELAXED = 0.5  # share of its pattern's confidence a match keeps when the paste lacks frames or lines the pattern needs
-UNSHOWN_CONDITION = 0.03  # less for each further condition the paste lacks
 MAX_HYPOTHESES = 5
 MAX_FUZZY_CANDIDATES = 400
 MAX_ERRORISH_LINES = 2000
@@ -137,7 +135,9 @@ def rank(incident: Incident, lines: list[Line], rules: list[Rule], sites=None) -
     view = LogView(incident, lines)
     scored = {rule.id: h for rule in rules if (h := score(rule, view)) is not None}
     if sites:
-        _site_hypotheses(view, sites, rules, scored)
+        from triage.classify.partial import site_hypotheses
+
+        site_hypotheses(view, sites, rules, scored)
     hypotheses = [h for h in scored.values() if h.confidence >= MIN_CONFIDENCE]
     hypotheses.sort(key=Hypothesis.sort_key)
     return hypotheses[:MAX_HYPOTHESES]
@@ -164,44 +164,15 @@ def score(rule: Rule, view: LogView) -> Hypothesis | None:
             best.confidence += (1 - best.confidence) * strength * 0.5
             best.evidence.append(Evidence(line_no, text, why))
     if best is None:
-        best = _relaxed(rule, view)
+        from triage.classify.partial import relaxed
+
+        best = relaxed(rule, view)
     if best is None:
         return None
-    return _boosted(best, view)
+    return boosted(best, view)
 
 
-def _relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
-    """A pattern whose exception and message hold on an exception cut from a paste, while the
-    frames or lines it also needs are not in the paste: weaker, less for each such condition."""
-    cut = [exc for exc in view.exceptions if exc.cut]
-    if not cut:
-        return None
-    best: Hypothesis | None = None
-    for pattern in rule.patterns:
-        cond = pattern.conditions
-        if cond.message is None or cond.message.pattern == "^$":
-            continue  # the message must say something: a bare assertion names no cause alone
-        for exc in cut:
-            if cond.exception and not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
-                continue
-            if not cond.message.search(exc.message):
-                continue
-            unshown = sum(not any(_frame_matches(spec, f) for f in exc.frames) for spec in cond.frames)
-            unshown += sum(regex is not None and view.find_line(regex, run_only) is None
-                           for regex, run_only in ((cond.line, False), (cond.run_line, True)))
-            unshown += sum(c is not None for c in (cond.exit_code, cond.ranks))
-            if not unshown:
-                continue
-            value = pattern.confidence * RELAXED - UNSHOWN_CONDITION * (unshown - 1)
-            if best is None or value > best.confidence:
-                head = f"{exc.type}: {exc.message.splitlines()[0]}" if exc.message else exc.type
-                why = (f"{pattern.name + ': ' if pattern.name else ''}exception and message match /{cond.message.pattern}/; "
-                       f"{unshown} more condition(s) of the pattern (frames, lines) are not in the paste")
-                best = Hypothesis(rule, value, [Evidence(exc.log_line, head[:300], why)], 0)
-    return best
-
-
-def _boosted(best: Hypothesis, view: LogView) -> Hypothesis:
+def boosted(best: Hypothesis, view: LogView) -> Hypothesis:
     for boost in best.rule.boosts:
         evidence = holds(boost.conditions, view)
         if evidence is not None:
@@ -209,55 +180,6 @@ def _boosted(best: Hypothesis, view: LogView) -> Hypothesis:
             why = boost.why or "supporting evidence"
             best.evidence.extend(Evidence(e.line, e.text, f"{why}: {e.why}") for e in evidence)
     best.confidence = min(1.0, best.confidence)
-    return best
-
-
-def _site_hypotheses(view: LogView, sites, rules: list[Rule], scored: dict[str, Hypothesis]) -> None:
-    """Add (or raise) the hypotheses of the rules covering each raise site whose message the log holds."""
-    from triage.classify import messages
-
-    fired = {rule_id for rule_id, h in scored.items() if h.confidence >= MIN_CONFIDENCE}
-    hits = messages.find_sites(view, sites)
-    if not fired:  # reformatted text, only where no rule fired
-        exact = {id(hit.site) for hit in hits}
-        hits += [hit for hit in messages.find_sites_fuzzy(view, sites) if id(hit.site) not in exact]
-    if not hits:
-        return
-    by_id = {rule.id: rule for rule in rules}
-    for hit in hits:
-        covering = [by_id[rule_id] for rule_id in hit.site.rules if rule_id in by_id]
-        whole = hit.block.exc is not None and hit.framed and not hit.block.exc.cut
-        if whole and any(rule.id in fired for rule in covering):
-            continue  # a whole traceback, and the rules read it: those that did not fire stay out
-        for rule in covering:
-            value = messages.confidence(hit, _unshown(rule, hit))
-            existing = scored.get(rule.id)
-            if existing is not None and existing.confidence >= value:
-                continue
-            if any(holds(cond, view) is not None for cond in rule.unless):
-                continue
-            text = view.line_text(hit.line_no) if hit.block.exc is None else hit.block.raw.splitlines()[0]
-            found = Hypothesis(rule, value, [Evidence(hit.line_no, text.strip()[:300], messages.describe(hit))], 0)
-            scored[rule.id] = _boosted(found, view)
-
-
-def _unshown(rule: Rule, hit) -> int | None:
-    """How many conditions the paste cannot show (frames, lines, ranks...) in the rule's pattern
-    whose own message regex matches the text the site was found in, the fewest; None: none matches.
-    A known exception type must match the pattern's too."""
-    exc = hit.block.exc
-    texts = [exc.message] if exc is not None else [hit.block.raw, hit.block.raw.replace(" ", "")]
-    best = None
-    for pattern in rule.patterns:
-        cond = pattern.conditions
-        if cond.message is None or not any(cond.message.search(text) for text in texts):
-            continue
-        if exc is not None and cond.exception is not None and not (
-                cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
-            continue
-        unshown = len(cond.frames) + sum(c is not None for c in (cond.line, cond.run_line, cond.exit_code,
-                                                                  cond.no_traceback, cond.ranks))
-        best = unshown if best is None else min(best, unshown)
     return best
 
 
@@ -316,7 +238,7 @@ def _raised(cond: Conditions, exc: RaisedException) -> list[Evidence] | None:
         return None
     frame_evidence = []
     for spec in cond.frames:
-        frame = next((f for f in exc.frames if _frame_matches(spec, f)), None)
+        frame = next((f for f in exc.frames if frame_matches(spec, f)), None)
         if frame is None:
             return None
         frame_evidence.append(Evidence(frame.log_line, f'File "{frame.file}", line {frame.line}, in {frame.function}',
@@ -355,7 +277,7 @@ def _exception_evidence(cond: Conditions, view: LogView) -> list[Evidence] | Non
                              f"raised on {cond.ranks} of the ranks in the log")]
 
 
-def _frame_matches(spec, frame) -> bool:
+def frame_matches(spec, frame) -> bool:
     if spec.file and not (frame.file == spec.file or frame.file.endswith("/" + spec.file)):
         return False
     if spec.function and not spec.function.fullmatch(frame.function):

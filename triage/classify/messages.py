@@ -7,12 +7,13 @@ each rule that covers the site becomes a hypothesis. Their order: a rule whose o
 regex matches the text comes before the rules that only cover the site, and the type, the
 frames through the site's file and the rule's boosts (surrounding lines) raise confidence.
 
-Where the text was reformatted beyond folding (a typo, a changed quote, a truncated or reworded
-message), `triage.classify.fuzzy_sites` compares the index's pieces with rapidfuzz, weaker.
+Where the text was reformatted beyond folding (a typo, a truncated or reworded message),
+`find_sites_fuzzy` compares the index's pieces with rapidfuzz, weaker, and only where no rule
+fired: FUZZY_THRESHOLD says how the similarity it needs was measured.
 
-The index fills in for what a paste lacks; it does not overrule a full traceback: where the
-exception's frames are there and a covering rule fired on them, the rules that did not fire
-stay out.
+The index fills in for what a paste lacks; it does not overrule a whole traceback: where the
+exception's frames are all there and a covering rule fired on them, the rules that did not
+fire stay out (triage.classify.partial.site_hypotheses).
 """
 
 from __future__ import annotations
