@@ -136,6 +136,12 @@ def test_prefixes(raw, text, rank):
     assert (got_text, got_rank) == (text, rank)
 
 
+def test_full_width_punctuation_of_a_translated_console_is_ascii():
+    [line] = normalize("FileNotFoundError\uff1a [Errno 2] No such file\uff08x\uff09\u3000y")
+    assert line.text == "FileNotFoundError: [Errno 2] No such file(x) y"
+    assert parse("ValueError\uff1a Unable to find 'latest' file at /c/latest")[0].primary.type == "ValueError"
+
+
 def test_ray_dedup_suffix_is_dropped():
     [line] = normalize("(RayTrainWorker pid=48213) AssertionError [repeated 3x across cluster]")
     assert line.text == "AssertionError"

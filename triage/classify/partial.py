@@ -84,7 +84,11 @@ def _unshown(rule: Rule, hit) -> int | None:
     whose own message regex matches the text the site was found in, the fewest; None: none matches.
     A known exception type must match the pattern's too."""
     exc = hit.block.exc
-    texts = [exc.message] if exc is not None else [hit.block.raw, hit.block.raw.replace(" ", "")]
+    if exc is not None:
+        texts = [exc.message]
+    else:  # the lines it was found in; without a `Type:` before the message, for regexes anchored at ^
+        raw = hit.block.raw[hit.block.raw.find(":") + 1:].lstrip() if hit.type_state != "absent" else hit.block.raw
+        texts = [raw, raw.replace(" ", "")]
     best = None
     for pattern in rule.patterns:
         cond = pattern.conditions

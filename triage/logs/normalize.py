@@ -43,6 +43,9 @@ _RANK = (
 )
 # _RECORDS first: "[INFO|trainer.py:12]" must not lose only its "[INFO" to _LEVEL.
 PREFIX = re.compile(rf"(?:(?P<tag>{_RECORDS}|{_TIMESTAMP}|{_GLOG}|{_LEVEL})|{_RANK})[ \t]?")
+# Full-width forms of ASCII (a translated IDE or console prints `ValueError：`), and the
+# ideographic space: their ASCII, so the traceback parses and rules match.
+_FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # Ray's log deduplication appends this to a line it has folded.
 _RAY_REPEATED = re.compile(r" ?\[repeated \d{1,9}x across cluster\]$")
 
@@ -72,6 +75,8 @@ def normalize(text: str) -> list[Line]:
             raw = ANSI.sub("", raw)
         if "\r" in raw:  # CRLF, or a redraw in place: keep what was shown last
             raw = raw.rstrip("\r").rsplit("\r", 1)[-1]
+        if not raw.isascii():
+            raw = raw.translate(_FULL_WIDTH)
         text_, rank, tagged, labels, torch_tag = _strip(raw)
         if ray_dedup:
             text_ = _RAY_REPEATED.sub("", text_.rstrip())
