@@ -1,22 +1,28 @@
-"""Hypotheses for text cut from a log: what a paste lacks, weighed instead of required.
+r"""Hypotheses for text cut from a log: what a paste lacks, weighed instead of required.
 
 Two ways in, both weaker than a rule's own patterns on a whole log:
 
 - `relaxed`: a pattern whose exception and message hold on an exception cut from a paste (no
   `Traceback` header above it, or no frame under one), while frames or lines the pattern also
   needs are not in the paste, fires at RELAXED of its confidence, less for each further
-  condition missing. A bare `AssertionError` names no cause alone: `message: '^$'` patterns
-  never relax.
+  condition missing. Only a message regex with words of its own relaxes: a bare
+  `AssertionError` (`'^$'`) or any KeyError's key (`^'\w+'$`) names no cause without its frames.
 - `site_hypotheses`: the rules covering a catalogued raise site whose message the text holds
   (triage.classify.messages over the message index), so a known site is never `unknown`.
 """
 
 from __future__ import annotations
 
+import re
+
 from triage.classify import messages
 from triage.classify.match import MIN_CONFIDENCE, Evidence, Hypothesis, LogView, frame_matches, boosted, holds
 from triage.kb.model import Rule
 
+# A message regex relaxes only with this many letters of its own (`^'\w+'$`, any KeyError, has none).
+MESSAGE_LETTERS = 12
+_REGEX_SYNTAX = re.compile(r"\\[A-Za-z]|\[[^\]]{0,200}\]|\(\?[:!=<]{1,2}|\{\d{0,4},?\d{0,4}\}")
+_said: dict[str, bool] = {}
 RELAXED = 0.5  # share of its pattern's confidence a match keeps when the paste lacks frames or lines the pattern needs
 UNSHOWN_CONDITION = 0.03  # less for each further condition the paste lacks
 
@@ -30,8 +36,8 @@ def relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
     best: Hypothesis | None = None
     for pattern in rule.patterns:
         cond = pattern.conditions
-        if cond.message is None or cond.message.pattern == "^$":
-            continue  # the message must say something: a bare assertion names no cause alone
+        if cond.message is None or not _says_something(cond.message.pattern):
+            continue  # a bare assertion or a KeyError's key names no cause alone
         for exc in cut:
             if cond.exception and not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
                 continue
@@ -50,6 +56,13 @@ def relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
                        f"{unshown} more condition(s) of the pattern (frames, lines) are not in the paste")
                 best = Hypothesis(rule, value, [Evidence(exc.log_line, head[:300], why)], 0)
     return best
+
+
+def _says_something(pattern: str) -> bool:
+    """Whether a message regex holds words enough to name a failure without its frames."""
+    if pattern not in _said:
+        _said[pattern] = sum(c.isalpha() for c in _REGEX_SYNTAX.sub("", pattern)) >= MESSAGE_LETTERS
+    return _said[pattern]
 
 
 def site_hypotheses(view: LogView, sites, rules: list[Rule], scored: dict[str, Hypothesis]) -> None:
