@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from triage.errors import EXIT_BAD_RULES
 
@@ -25,7 +26,8 @@ def register(subparsers) -> None:
         "With --check, write nothing and exit 1 when the docs on disk differ.",
     )
     docs.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
-    docs.add_argument("--out", metavar="DIR", help="docs directory (default: docs/ beside the rules directory)")
+    docs.add_argument("--out", metavar="DIR", help="docs directory (default: docs/ beside the rules directory); "
+                      "the message index, otherwise written into the rules directory, goes there too")
     docs.add_argument("--check", action="store_true", help="exit 1 if the generated docs differ from what is on disk")
     docs.set_defaults(run=run_docs)
 
@@ -62,6 +64,8 @@ def run_docs(args) -> int:
     sites, versions = docgen.load_sites()
     files = docgen.generate(rules, out, sites, versions)
     index_path, index_text = docgen.message_index(rules, sites, versions)
+    if args.out:  # everything generated goes where --out says; classify reads the index beside the rules
+        index_path = Path(args.out) / index_path.name
     index_current = index_path.is_file() and index_path.read_text(encoding="utf-8") == index_text
     if args.check:
         problems = docgen.stale(out, files) + ([] if index_current else [f"changed {index_path}"])
