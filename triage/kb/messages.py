@@ -14,7 +14,6 @@ lower case. `triage.classify.messages` searches pastes, folded the same way, for
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import unicodedata
@@ -52,6 +51,8 @@ def pieces(template: str | None) -> list[str]:
 def _is_code(template: str) -> bool:
     """sites.py renders a message that is no string at all (`_get_wo_message(str(e))`,
     `','.join(errors)`) as the expression itself: it names code, not text the log shows."""
+    import ast  # generation time only: classify never renders templates
+
     try:
         node = ast.parse(template, mode="eval").body
     except SyntaxError:
