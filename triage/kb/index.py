@@ -15,10 +15,14 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triage import __version__
 from triage.errors import BadRules
 from triage.kb.model import Rule, compile_rule
+
+if TYPE_CHECKING:
+    from triage.kb.messages import MessageIndex
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # An installed wheel carries the rules, their examples and the JSON schemas here, laid out as in
@@ -40,10 +44,10 @@ class RuleSet:
     rules: list[Rule]
     directory: Path
     digest: str
-    _sites: list | None = field(default=None, repr=False, compare=False)
+    _sites: MessageIndex | None = field(default=None, repr=False, compare=False)
 
     @property
-    def sites(self) -> list:
+    def sites(self) -> MessageIndex:
         """The message index beside the rules (triage.kb.messages), read on first use."""
         if self._sites is None:
             from triage.kb.messages import load
