@@ -18,6 +18,7 @@ fire stay out (triage.classify.partial.site_hypotheses).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from triage.kb.messages import SiteMessage, fold
@@ -120,26 +121,23 @@ def _block(lines, run: list[int], start: int) -> Block:
                  [lines[i].no for i in run], offsets)
 
 
-def find_sites(view, sites: list[SiteMessage]) -> list[SiteHit]:
-    """Every site whose pieces all stand, in order, in one block."""
+def find_sites(view, index) -> list[SiteHit]:
+    """Every site of the index (triage.kb.messages.MessageIndex) whose pieces all stand, in order, in one block."""
     found = blocks(view)
     if not found:
         return []
     haystack = "\0".join(block.text for block in found)
     starts = [block.start for block in found]
     hits = []
-    for site in sites:
-        hit = _find(site, haystack, found, starts)
+    for site, anchor in index.anchored:
+        hit = _find(site, anchor, haystack, found, starts)
         if hit is not None:
             hits.append(hit)
     return hits
 
 
-def _find(site: SiteMessage, haystack: str, found: list[Block], starts: list[int]) -> SiteHit | None:
-    import bisect
-
+def _find(site: SiteMessage, anchor: int, haystack: str, found: list[Block], starts: list[int]) -> SiteHit | None:
     pieces = site.pieces
-    anchor = max(range(len(pieces)), key=lambda i: len(pieces[i]))
     at = -1
     for _ in range(ANCHOR_TRIES):
         at = haystack.find(pieces[anchor], at + 1)
@@ -173,8 +171,6 @@ def _around(pieces, anchor: int, text: str, at: int) -> tuple[int, int] | None:
 
 
 def _hit(site: SiteMessage, block: Block, start: int, end: int, similarity: float = 100.0) -> SiteHit | None:
-    import bisect
-
     exc = block.exc
     if exc is not None:
         same = _same_type(site, exc.short_type)

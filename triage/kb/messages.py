@@ -119,6 +119,9 @@ class MessageIndex:
 
     def __init__(self, sites: list[SiteMessage]):
         self.sites = sites
+        # each site with the index of its longest piece: the one searched for first
+        self.anchored = [(site, max(range(len(site.pieces)), key=lambda i: len(site.pieces[i])))
+                         for site in sites if site.pieces]
         self._fuzzy: list[tuple[SiteMessage, list[str], str, frozenset]] | None = None
 
     def __len__(self) -> int:
