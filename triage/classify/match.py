@@ -66,6 +66,7 @@ class LogView:
         self._fuzzy: list[tuple[int | None, str]] | None = None
         self._errorish: list[int] | None = None
         self.site_blocks = None  # triage.classify.messages.blocks, once
+        self.cut_exceptions = None  # triage.classify.partial.relaxed: the exceptions cut from a paste, once
         self._run_start: int | None = None
 
     def line_text(self, no: int | None) -> str:

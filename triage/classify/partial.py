@@ -30,7 +30,9 @@ UNSHOWN_CONDITION = 0.03  # less for each further condition the paste lacks
 def relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
     """A pattern whose exception and message hold on an exception cut from a paste, while the
     frames or lines it also needs are not in the paste: weaker, less for each such condition."""
-    cut = [exc for exc in view.exceptions if exc.cut]
+    if view.cut_exceptions is None:
+        view.cut_exceptions = [exc for exc in view.exceptions if exc.cut]
+    cut = view.cut_exceptions
     if not cut:
         return None
     best: Hypothesis | None = None
