@@ -9,7 +9,8 @@ frames through the site's file and the rule's boosts (surrounding lines) raise c
 
 Where the text was reformatted beyond folding (a typo, a truncated or reworded message),
 `find_sites_fuzzy` compares the index's pieces with rapidfuzz, weaker, and only where no rule
-fired: FUZZY_THRESHOLD says how the similarity it needs was measured.
+fired in a failure or a paste (triage.classify.partial): FUZZY_THRESHOLD says how the
+similarity it needs was measured.
 
 The index fills in for what a paste lacks; it does not overrule a whole traceback: where the
 exception's frames are all there and a covering rule fired on them, the rules that did not

@@ -25,6 +25,7 @@ _REGEX_SYNTAX = re.compile(r"\\[A-Za-z]|\[[^\]]{0,200}\]|\(\?[:!=<]{1,2}|\{\d{0,
 _said: dict[str, bool] = {}
 RELAXED = 0.5  # share of its pattern's confidence a match keeps when the paste lacks frames or lines the pattern needs
 UNSHOWN_CONDITION = 0.03  # less for each further condition the paste lacks
+PASTE_LINES = 100  # a text this short with no exception may still be a reformatted paste
 
 
 def relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
@@ -71,7 +72,9 @@ def site_hypotheses(view: LogView, sites, rules: list[Rule], scored: dict[str, H
     """Add (or raise) the hypotheses of the rules covering each raise site whose message the log holds."""
     fired = {rule_id for rule_id, h in scored.items() if h.confidence >= MIN_CONFIDENCE}
     hits = messages.find_sites(view, sites)
-    if not fired:  # reformatted text, only where no rule fired
+    if not fired and (view.exceptions or len(view.lines) <= PASTE_LINES):
+        # Reformatted text, only where no rule fired, and only in a failure or a paste: a long
+        # log without an exception is a healthy run, and comparing its lines costs more.
         exact = {id(hit.site) for hit in hits}
         hits += [hit for hit in messages.find_sites_fuzzy(view, sites) if id(hit.site) not in exact]
     if not hits:
