@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from triage.logs.incident import Incident, RaisedException
 from triage.kb.model import Conditions, Rule
@@ -130,21 +131,22 @@ class LogView:
         return self._fuzzy
 
 
-def rank(incident: Incident, lines: list[Line], rules: list[Rule], sites=None) -> list[Hypothesis]:
-    """Every rule scored; with `sites` (the message index, triage.kb.messages), the rules that
-    cover a raise site whose message the log holds too."""
+def rank(incident: Incident, lines: list[Line], rules: list[Rule], *,
+         relax: Callable[[Rule, LogView], Hypothesis | None] | None = None,
+         extend: Callable[[LogView, dict[str, Hypothesis]], None] | None = None) -> list[Hypothesis]:
+    """Every rule scored. `relax(rule, view)` scores a rule none of whose patterns hold and that
+    no `unless` rules out (triage.classify.partial.relaxed: a paste's cut exception); `extend(view,
+    scored)` adds or raises hypotheses by rule id (partial.site_hypotheses: the message index)."""
     view = LogView(incident, lines)
-    scored = {rule.id: h for rule in rules if (h := score(rule, view)) is not None}
-    if sites:
-        from triage.classify.partial import site_hypotheses
-
-        site_hypotheses(view, sites, rules, scored)
+    scored = {rule.id: h for rule in rules if (h := score(rule, view, relax)) is not None}
+    if extend is not None:
+        extend(view, scored)
     hypotheses = [h for h in scored.values() if h.confidence >= MIN_CONFIDENCE]
     hypotheses.sort(key=Hypothesis.sort_key)
     return hypotheses[:MAX_HYPOTHESES]
 
 
-def score(rule: Rule, view: LogView) -> Hypothesis | None:
+def score(rule: Rule, view: LogView, relax=None) -> Hypothesis | None:
     if any(holds(cond, view) is not None for cond in rule.unless):
         return None
     best: Hypothesis | None = None
@@ -164,10 +166,8 @@ def score(rule: Rule, view: LogView) -> Hypothesis | None:
         elif not any(e.line == line_no for e in best.evidence):
             best.confidence += (1 - best.confidence) * strength * 0.5
             best.evidence.append(Evidence(line_no, text, why))
-    if best is None:
-        from triage.classify.partial import relaxed
-
-        best = relaxed(rule, view)
+    if best is None and relax is not None:
+        best = relax(rule, view)
     if best is None:
         return None
     return boosted(best, view)
