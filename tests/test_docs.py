@@ -86,8 +86,12 @@ def test_cli_writes_then_checks_then_finds_staleness(tmp_path, capsys, monkeypat
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(docgen, "load_sites", lambda: ([], {}))  # the site parse is covered above
     out = tmp_path / "docs"
+    index = ROOT / "rules" / "load-site-messages.json"
+    before = index.read_bytes()
     assert main(["rules", "docs", "--out", str(out)]) == 0
     assert (out / "rules" / "index.md").is_file() and (out / "load-sites.md").is_file()
+    # the message index of these (no) sites goes with --out; the rules' own is not touched
+    assert (out / "load-site-messages.json").is_file() and index.read_bytes() == before
     assert main(["rules", "docs", "--out", str(out), "--check"]) == 0
     capsys.readouterr()
 

@@ -77,5 +77,23 @@ def test_eval_pastes_reports_every_variant_and_validates(cli):
         assert 0 < row["cases"] <= labelled
         # the variant's whole-log score is the whole log's on the same cases: at most the overall count
         assert row["top3"] >= row["top1"] and row["whole_log_top1"] is not None
+        # no classifier beats the ceiling; the negative gate holds on pastes too (issue 17)
+        assert row["top1_ceiling"] >= row["top1"] and row["negatives"] > 0 and row["negatives_diagnosed"] == 0
+    # every bare `AssertionError` line is the same text: the exception line alone cannot reach the whole log
+    assert rows["exception line only"]["top1_ceiling"] < rows["exception line only"]["whole_log_top1"]
+    for prefixed in (name for name in rows if name.startswith("behind ")):  # other loggers' prefixes cost nothing
+        assert rows[prefixed]["top1"] == rows[prefixed]["whole_log_top1"], prefixed
     text = cli("eval", "--pastes").stdout.decode()
     assert "pastes (each labelled log with a traceback" in text and "exception line only *" in text
+
+
+def test_cuts_count_lines_as_classify_does_past_a_progress_bar(rules):
+    # tqdm redraws its bar with a bare \r: a line for classify, two for str.splitlines().
+    from triage.logs.inputs import decode_log
+
+    path = ROOT / "corpus" / "cases" / "zero_to_fp32-zero2-dp2-missing-shard.log"
+    text = decode_log(path.read_bytes(), str(path)).text
+    assert "\r" in text
+    exc = classify(text, rules=rules).incident.primary
+    line = pastes.PASTES[0].cut(pastes.log_lines(text), exc)
+    assert line.startswith(f"{exc.type}: ") and exc.message.startswith(line[len(exc.type) + 2:])

@@ -6,6 +6,7 @@ from triage.classify.commands import guess_checkpoint
 from triage.kb import RuleSet, load_rules
 from triage.kb.api_history import api_history
 from triage.classify.match import rank
+from triage.classify.partial import relaxed, site_hypotheses
 from triage.logs.parse import parse
 from triage.classify.report import Report
 
@@ -14,7 +15,13 @@ def classify(text: str, *, rules: RuleSet | None = None, truncated: bool = False
              decode_errors: int = 0, facts: dict | None = None) -> Report:
     rules = rules or load_rules()
     incident, lines = parse(text, truncated=truncated, decode_errors=decode_errors)
-    hypotheses = rank(incident, lines, rules.rules)
+    sites = rules.sites
+
+    def extend(view, scored):
+        if sites:
+            site_hypotheses(view, sites, rules.rules, scored)
+
+    hypotheses = rank(incident, lines, rules.rules, relax=relaxed, extend=extend)
     known = guess_checkpoint(incident.paths)
     known.update({k: v for k, v in (facts or {}).items() if v})
     return Report(incident, hypotheses, known, api_history(incident.primary, incident.versions))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from triage.logs.incident import Incident, RaisedException
 from triage.kb.model import Conditions, Rule
@@ -19,6 +20,7 @@ from triage.logs.runs import failing_run_start
 MIN_CONFIDENCE = 0.35
 MAX_HYPOTHESES = 5
 MAX_FUZZY_CANDIDATES = 400
+MAX_ERRORISH_LINES = 2000
 # Lines worth fuzzy-matching: the rest of a 5,000-line log is chatter.
 # Lower-case words searched in the lower-cased log: sre skips ahead on their first
 # letters, ten times faster than a (?i) pattern over a multi-MB paste.
@@ -63,7 +65,15 @@ class LogView:
         self.exceptions: list[RaisedException] = [e for chain in incident.chains for e in chain.exceptions]
         self.chain_ranks = {id(e): chain.ranks for chain in incident.chains for e in chain.exceptions}
         self._fuzzy: list[tuple[int | None, str]] | None = None
+        self._errorish: list[int] | None = None
+        self.site_blocks = None  # triage.classify.messages.blocks, once
+        self.cut_exceptions = None  # triage.classify.partial.relaxed: the exceptions cut from a paste, once
         self._run_start: int | None = None
+
+    def line_text(self, no: int | None) -> str:
+        """The normalized text of the line numbered `no` in the original log."""
+        # normalize() keeps every line of the text: line `no` is lines[no - 1]
+        return self.lines[no - 1].text if no is not None and 0 < no <= len(self.lines) else ""
 
     def find_line(self, pattern, run_only: bool = False) -> Line | None:
         match = pattern.search(self.text, self.run_start if run_only else 0)
@@ -83,6 +93,23 @@ class LogView:
             self._run_start = failing_run_start(self.text, end)
         return self._run_start
 
+    def errorish_lines(self) -> list[int]:
+        """Indexes into `lines` of the lines with an error-ish word, in order, once each."""
+        if self._errorish is None:
+            # One case-insensitive scan of the joined log finds them.
+            out: list[int] = []
+            lowered = self.text.lower()
+            if len(lowered) != len(self.text):  # a few Unicode letters lower-case to two
+                lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in self.text)
+            for match in _ERRORISH.finditer(lowered):
+                if len(out) >= MAX_ERRORISH_LINES:
+                    break
+                index = bisect.bisect_right(self.starts, match.start()) - 1
+                if not out or index != out[-1]:
+                    out.append(index)
+            self._errorish = out
+        return self._errorish
+
     def fuzzy_candidates(self) -> list[tuple[int | None, str]]:
         if self._fuzzy is None:
             seen: set[str] = set()
@@ -92,18 +119,9 @@ class LogView:
                 if text not in seen:
                     seen.add(text)
                     out.append((exc.log_line, text))
-            # One case-insensitive scan of the joined log finds the error-ish lines.
-            last = -1
-            lowered = self.text.lower()
-            if len(lowered) != len(self.text):  # a few Unicode letters lower-case to two
-                lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in self.text)
-            for match in _ERRORISH.finditer(lowered):
+            for index in self.errorish_lines():
                 if len(out) >= MAX_FUZZY_CANDIDATES:
                     break
-                index = bisect.bisect_right(self.starts, match.start()) - 1
-                if index == last:
-                    continue
-                last = index
                 line = self.lines[index]
                 text = line.text.strip()
                 if 12 <= len(text) <= 600 and text not in seen:
@@ -113,15 +131,22 @@ class LogView:
         return self._fuzzy
 
 
-def rank(incident: Incident, lines: list[Line], rules: list[Rule]) -> list[Hypothesis]:
+def rank(incident: Incident, lines: list[Line], rules: list[Rule], *,
+         relax: Callable[[Rule, LogView], Hypothesis | None] | None = None,
+         extend: Callable[[LogView, dict[str, Hypothesis]], None] | None = None) -> list[Hypothesis]:
+    """Every rule scored. `relax(rule, view)` scores a rule none of whose patterns hold and that
+    no `unless` rules out (triage.classify.partial.relaxed: a paste's cut exception); `extend(view,
+    scored)` adds or raises hypotheses by rule id (partial.site_hypotheses: the message index)."""
     view = LogView(incident, lines)
-    hypotheses = [h for rule in rules if (h := score(rule, view)) is not None]
-    hypotheses = [h for h in hypotheses if h.confidence >= MIN_CONFIDENCE]
+    scored = {rule.id: h for rule in rules if (h := score(rule, view, relax)) is not None}
+    if extend is not None:
+        extend(view, scored)
+    hypotheses = [h for h in scored.values() if h.confidence >= MIN_CONFIDENCE]
     hypotheses.sort(key=Hypothesis.sort_key)
     return hypotheses[:MAX_HYPOTHESES]
 
 
-def score(rule: Rule, view: LogView) -> Hypothesis | None:
+def score(rule: Rule, view: LogView, relax=None) -> Hypothesis | None:
     if any(holds(cond, view) is not None for cond in rule.unless):
         return None
     best: Hypothesis | None = None
@@ -141,9 +166,15 @@ def score(rule: Rule, view: LogView) -> Hypothesis | None:
         elif not any(e.line == line_no for e in best.evidence):
             best.confidence += (1 - best.confidence) * strength * 0.5
             best.evidence.append(Evidence(line_no, text, why))
+    if best is None and relax is not None:
+        best = relax(rule, view)
     if best is None:
         return None
-    for boost in rule.boosts:
+    return boosted(best, view)
+
+
+def boosted(best: Hypothesis, view: LogView) -> Hypothesis:
+    for boost in best.rule.boosts:
         evidence = holds(boost.conditions, view)
         if evidence is not None:
             best.confidence += (1 - best.confidence) * boost.weight
@@ -208,7 +239,7 @@ def _raised(cond: Conditions, exc: RaisedException) -> list[Evidence] | None:
         return None
     frame_evidence = []
     for spec in cond.frames:
-        frame = next((f for f in exc.frames if _frame_matches(spec, f)), None)
+        frame = next((f for f in exc.frames if frame_matches(spec, f)), None)
         if frame is None:
             return None
         frame_evidence.append(Evidence(frame.log_line, f'File "{frame.file}", line {frame.line}, in {frame.function}',
@@ -247,7 +278,7 @@ def _exception_evidence(cond: Conditions, view: LogView) -> list[Evidence] | Non
                              f"raised on {cond.ranks} of the ranks in the log")]
 
 
-def _frame_matches(spec, frame) -> bool:
+def frame_matches(spec, frame) -> bool:
     if spec.file and not (frame.file == spec.file or frame.file.endswith("/" + spec.file)):
         return False
     if spec.function and not spec.function.fullmatch(frame.function):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from triage.errors import EXIT_BAD_RULES
 
@@ -21,13 +22,15 @@ def register(subparsers) -> None:
     listing.add_argument("--rules", metavar="DIR")
     listing.set_defaults(run=run_list)
     docs = actions.add_parser(
-        "docs", help="generate docs/rules/*.md, docs/load-sites.md and docs/reference/*.md",
-        description="Write docs/rules/index.md, one docs/rules/<ID>.md per rule, docs/load-sites.md, and "
-        "docs/reference/index.md with one docs/reference/<name>.md per JSON output schema in docs/schemas/. "
+        "docs", help="generate docs/rules/*.md, docs/load-sites.md, docs/reference/*.md and the message index",
+        description="Write docs/rules/index.md, one docs/rules/<ID>.md per rule, docs/load-sites.md, "
+        "docs/reference/index.md with one docs/reference/<name>.md per JSON output schema in docs/schemas/, and "
+        "the message index classify reads (rules/load-site-messages.json). "
         "With --check, write nothing and exit 1 when the docs on disk differ.",
     )
     docs.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
-    docs.add_argument("--out", metavar="DIR", help="docs directory (default: docs/ beside the rules directory)")
+    docs.add_argument("--out", metavar="DIR", help="docs directory (default: docs/ beside the rules directory); "
+                      "the message index, otherwise written into the rules directory, goes there too")
     docs.add_argument("--check", action="store_true", help="exit 1 if the generated docs differ from what is on disk")
     docs.set_defaults(run=run_docs)
 
@@ -61,18 +64,26 @@ def run_docs(args) -> int:
 
     rules = load_rules(args.rules)
     out = args.out or rules.directory.resolve().parent / "docs"
-    files = docgen.generate(rules, out)
+    sites, versions = docgen.load_sites()
+    files = docgen.generate(rules, out, sites, versions)
+    index_path, index_text = docgen.message_index(rules, sites, versions)
+    if args.out:  # everything generated goes where --out says; classify reads the index beside the rules
+        index_path = Path(args.out) / index_path.name
+    index_current = index_path.is_file() and index_path.read_text(encoding="utf-8") == index_text
     if args.check:
-        problems = docgen.stale(out, files)
+        problems = docgen.stale(out, files) + ([] if index_current else [f"changed {index_path}"])
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         if problems:
             print(f"ds-triage: docs are stale: run `{docgen.REGENERATE}`", file=sys.stderr)
             return 1
-        print(f"{len(files)} docs up to date")
+        print(f"{len(files)} docs and the message index up to date")
         return 0
     changed = docgen.write(out, files)
+    if not index_current:
+        index_path.write_text(index_text, encoding="utf-8")
+        changed.append(f"wrote {index_path}")
     for line in changed:
         print(line, file=sys.stderr)
-    print(f"{len(files)} docs, {len(changed)} changed")
+    print(f"{len(files)} docs and the message index, {len(changed)} changed")
     return 0

@@ -9,7 +9,11 @@ log's score on the same cases. A variant is built by cutting or reformatting the
 nothing is invented but the prefixes, which are the shapes those tools print.
 
 `contains_exception_line` marks the variants that keep the exception's line intact: the ones
-issue 17's goal holds within 5 points of the whole log.
+issue 17's goal holds within 5 points of the whole log. Beside each variant: its top-1 ceiling
+(triage.eval.ambiguity: cases whose pastes are the same text for different causes can only be
+right for one of them; every bare `AssertionError` line is the same text), and the corpus's
+negative logs (failures that are not checkpoint failures) cut the same way, with how many of
+those pastes were diagnosed as a checkpoint failure.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from triage.eval.evaluate import LABELLED, UNKNOWN, Case, rate
+
+NEGATIVE = "negative"
 
 # Line prefixes of the tools whose output wraps DeepSpeed's (their shapes, our values).
 PREFIXES = {
@@ -35,6 +41,16 @@ class Paste:
     name: str
     contains_exception_line: bool
     cut: Callable[[list[str], object], str | None]  # (the log's lines, its primary exception) -> the paste
+
+
+def log_lines(text: str) -> list[str]:
+    """The log's lines as classify numbers them (triage.logs.normalize): split at newlines only.
+    str.splitlines() also splits at a progress bar's bare \r, and every cut after it would be
+    off by one."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def _block(lines: list[str], exc) -> tuple[int, int]:
@@ -132,6 +148,9 @@ class Row:
     whole_top1: int = 0  # the whole log's score on the same cases
     whole_top3: int = 0
     unknown: int = 0  # the variant classified as no checkpoint failure at all
+    ceiling: int = 0  # cases a classifier reading only this paste can get right at best
+    negatives: int = 0  # negative logs this variant could be cut from
+    negatives_diagnosed: int = 0  # ... whose paste was diagnosed as a checkpoint failure
 
     @property
     def gap(self) -> float | None:
@@ -142,36 +161,46 @@ class Row:
         return {"variant": self.name, "contains_exception_line": self.contains_exception_line, "cases": self.cases,
                 "top1": rate(self.top1, self.cases), "top3": rate(self.top3, self.cases),
                 "whole_log_top1": rate(self.whole_top1, self.cases), "whole_log_top3": rate(self.whole_top3, self.cases),
-                "unknown": self.unknown, "top1_points_lost": self.gap}
+                "unknown": self.unknown, "top1_points_lost": self.gap, "top1_ceiling": rate(self.ceiling, self.cases),
+                "negatives": self.negatives, "negatives_diagnosed": self.negatives_diagnosed}
 
 
 def measure(corpus_dir, cases: list[Case], rules) -> list[Row]:
-    """Every labelled case's log, whole and as each paste, classified and scored."""
+    """Every labelled case's log, whole and as each paste, classified and scored; each negative log's pastes too."""
     from triage.classify.classifier import classify
+    from triage.eval.ambiguity import fingerprint, unreachable, same_log_groups
     from triage.eval.corpus import read_case_log
 
     rows = [Row(p.name, p.contains_exception_line) for p in PASTES]
+    printed: list[list[tuple[str, str, tuple[str, ...]]]] = [[] for _ in PASTES]
     for case in cases:
-        if case.kind not in LABELLED:
+        if case.kind not in LABELLED and case.kind != NEGATIVE:
             continue
         log = read_case_log(corpus_dir, case)
         whole = classify(log.text, rules=rules, truncated=log.truncated)
         exc = whole.incident.primary
         if exc is None:
             continue  # no traceback to cut: a launcher-only or warning-only log
-        lines = log.text.splitlines()
+        lines = log_lines(log.text)
         whole_top = _categories(whole)
-        for paste, row in zip(PASTES, rows):
+        for paste, row, prints in zip(PASTES, rows, printed):
             text = paste.cut(lines, exc)
             if not text or not text.strip():
                 continue
             got = _categories(classify(text, rules=rules))
+            if case.kind == NEGATIVE:
+                row.negatives += 1
+                row.negatives_diagnosed += got[:1] != [UNKNOWN]
+                continue
             row.cases += 1
             row.top1 += got[:1] == [case.expected_category]
             row.top3 += case.expected_category in got[:3]
             row.whole_top1 += whole_top[:1] == [case.expected_category]
             row.whole_top3 += case.expected_category in whole_top[:3]
             row.unknown += got[:1] == [UNKNOWN]
+            prints.append((case.id, case.expected_category, fingerprint(text, case.id)))
+    for row, prints in zip(rows, printed):
+        row.ceiling = row.cases - unreachable(same_log_groups(prints))
     return rows
 
 
@@ -186,9 +215,13 @@ def render(rows: list[Row]) -> list[str]:
         return f"{part / whole:6.1%}" if whole else "     -"
 
     out = ["pastes (each labelled log with a traceback, cut as people paste it; * keeps the exception line)"]
-    grid = [["variant", "cases", "top-1", "top-3", "whole log top-1", "lost", "unknown"]]
+    grid = [["variant", "cases", "top-1", "top-3", "whole log top-1", "lost", "unknown", "ceiling", "negatives"]]
     for r in rows:
         grid.append([r.name + (" *" if r.contains_exception_line else ""), str(r.cases), pct(r.top1, r.cases),
                      pct(r.top3, r.cases), pct(r.whole_top1, r.cases),
-                     "-" if r.gap is None else f"{r.gap:+.1f}", str(r.unknown)])
-    return out + table(grid, right={1, 2, 3, 4, 5, 6})
+                     "-" if r.gap is None else f"{r.gap:+.1f}", str(r.unknown), pct(r.ceiling, r.cases),
+                     f"{r.negatives_diagnosed}/{r.negatives}"])
+    out += table(grid, right={1, 2, 3, 4, 5, 6, 7, 8})
+    return out + ["ceiling: the most a classifier reading only the paste can get top-1 (pastes that are the same text "
+                  "for different causes); negatives: non-checkpoint failures cut the same way, diagnosed as a "
+                  "checkpoint failure / cut"]

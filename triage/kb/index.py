@@ -13,13 +13,17 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triage import __version__
 from triage.errors import BadRules
 from triage.kb import regex
 from triage.kb.model import Rule, compile_rule
+
+if TYPE_CHECKING:
+    from triage.kb.messages import MessageIndex
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # An installed wheel carries the rules, their examples and the JSON schemas here, laid out as in
@@ -41,6 +45,16 @@ class RuleSet:
     rules: list[Rule]
     directory: Path
     digest: str
+    _sites: MessageIndex | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def sites(self) -> MessageIndex:
+        """The message index beside the rules (triage.kb.messages), read on first use."""
+        if self._sites is None:
+            from triage.kb.messages import load
+
+            self._sites = load(self.directory)
+        return self._sites
 
     def by_id(self, rule_id: str) -> Rule:
         for rule in self.rules:

@@ -28,6 +28,9 @@ class RaisedException:
     # How this exception relates to the one printed after it in its chain:
     # "cause" (raise ... from), "context" (raised while handling), or None.
     link: str | None = None
+    # Cut from a paste: no `Traceback (most recent call last):` above it, so frames (and the
+    # lines around) that a whole log would show may be missing.
+    cut: bool = False
 
     @property
     def short_type(self) -> str:

@@ -8,26 +8,49 @@ ranks can be collapsed later.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 # Prefixes that wrap a line, tried repeatedly at the start of a line in any
-# order; each regex must consume only the wrapper, never the message.
+# order; each regex must consume only the wrapper, never the message. The
+# other loggers' headers use bounded quantifiers only, none inside another.
+_LEVELS = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL"
 _TIMESTAMP = (
-    r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?"
+    r"\[?(?:\d{4}-\d{2}-\d{2}[T ]|\d{2}/\d{2}/\d{4} )\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?"
     r"(?: (?:stdout|stderr) [FP])?"  # CRI (Kubernetes) container log format
 )
 _GLOG = r"\[?[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ [^\]\s]+:\d+\]"  # torch's C++/elastic logs
 _LEVEL = r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?:?"
+# Other loggers' record headers, as each library formats them:
+_RECORDS = (
+    # transformers' explicit format: "[%(levelname)s|%(filename)s:%(lineno)s] %(asctime)s >> "
+    rf"\[(?:{_LEVELS})\|[^\]|\s]{{1,200}}:\d{{1,7}}\] \d{{4}}-\d{{2}}-\d{{2}} \d{{2}}:\d{{2}}:\d{{2}}(?:,\d{{1,6}})? >>"
+    # loguru's default, after its timestamp: "| {level: <8} | {name}:{function}:{line} - "
+    r"|\| \w{1,20} {1,13}\| [^\s:|]{1,200}:[^\s:|]{1,200}:\d{1,7} -"
+    # Python logging's "%(asctime)s - %(levelname)s - %(name)s - " (the transformers examples), after its timestamp
+    rf"|- (?:{_LEVELS}) - [^\s]{{1,200}} -"
+)
 _RANK = (
     r"\[(?:rank|default)(?P<r1>\d+)\]:?"  # torch workers, torchrun --tee/log prefix
     r"|\[(?P<r2>\d+),\d+\]<std(?:out|err)>:"  # Open MPI --tag-output
     r"|(?P<r3>\d{1,4}): "  # srun --label
     r"|(?:[\w.-]+-)?(?:worker|node)-?\d+: "  # pdsh (deepspeed launcher) host tags
     r"|\d{1,3}(?:\.\d{1,3}){3}: "  # pdsh with IP hosts
+    # Ray's driver, for each worker's line: "(ActorOrTask pid=123, ip=10.0.0.1) ", "(raylet) "
+    r"|\((?:[^\s()]{1,200} )?pid=\d{1,10}(?:, ip=[0-9A-Fa-f.:]{2,64})?\)"
+    r"|\((?:raylet|autoscaler|gcs_server)(?:, ip=[0-9A-Fa-f.:]{2,64}| \+[\dhms]{2,16})?\)"
 )
-PREFIX = re.compile(rf"(?:(?P<tag>{_TIMESTAMP}|{_GLOG}|{_LEVEL})|{_RANK})[ \t]?")
+# _RECORDS first: "[INFO|trainer.py:12]" must not lose only its "[INFO" to _LEVEL.
+PREFIX = re.compile(rf"(?:(?P<tag>{_RECORDS}|{_TIMESTAMP}|{_GLOG}|{_LEVEL})|{_RANK})[ \t]?")
+# Full-width forms of ASCII (a translated IDE or console prints `ValueError：`), and the
+# ideographic space: their ASCII, so the traceback parses and rules match.
+_FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+# The forms a translated traceback shows most (colon, comma, parenthesis, space): a substring
+# test each tells a text that needs translating; a regex class over a 5,000-line log costs 10 ms.
+_FULL_WIDTH_MARKS = ("\uff1a", "\uff0c", "\uff08", "\u3000")
+# Ray's log deduplication appends this to a line it has folded.
+_RAY_REPEATED = re.compile(r" ?\[repeated \d{1,9}x across cluster\]$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,29 +65,47 @@ class Line:
 def normalize(text: str) -> list[Line]:
     lines: list[Line] = []
     has_escape = "\x1b" in text
+    ray_dedup = "x across cluster]" in text
+    # str.translate goes character by character: only for a text that holds a full-width form
+    full_width = not text.isascii() and any(mark in text for mark in _FULL_WIDTH_MARKS)
     # Split on newlines only: str.splitlines() would also split on a bare \r,
     # and a bare \r is a progress bar redrawing its own line.
     raws = text.split("\n")
     if raws and raws[-1] == "":
         raws.pop()
+    outer_only: list[int] = []  # lines whose rank only an outer label (srun, Open MPI) gave
+    inner = False  # some line carries torch's own [rankN] tag
     for no, raw in enumerate(raws, start=1):
         if has_escape:
             raw = ANSI.sub("", raw)
         if "\r" in raw:  # CRLF, or a redraw in place: keep what was shown last
             raw = raw.rstrip("\r").rsplit("\r", 1)[-1]
-        text_, rank, tagged, labels = _strip(raw)
+        if full_width:
+            raw = raw.translate(_FULL_WIDTH)
+        text_, rank, tagged, labels, torch_tag = _strip(raw)
+        if ray_dedup:
+            text_ = _RAY_REPEATED.sub("", text_.rstrip())
+        inner = inner or torch_tag
+        if rank is not None and not torch_tag:
+            outer_only.append(len(lines))
         lines.append(Line(no, text_.rstrip(), rank, tagged, labels))
+    if inner:
+        # srun --label in front of torchrun names the srun task (a node), not a rank: where
+        # torch tags its ranks' lines itself, the lines it does not tag (the launcher's) have none.
+        for i in outer_only:
+            lines[i] = replace(lines[i], rank=None)
     return lines
 
 
 def strip_prefixes(raw: str) -> tuple[str, int | None, bool]:
-    text, rank, tagged, _ = _strip(raw)
+    text, rank, tagged, _, _ = _strip(raw)
     return text, rank, tagged
 
 
-def _strip(raw: str) -> tuple[str, int | None, bool, int]:
+def _strip(raw: str) -> tuple[str, int | None, bool, int, bool]:
     rank = None
     tagged = False
+    torch_tag = False
     labels = 0
     pos = 0
     # A prefix can only start a line; stop at the first position none matches.
@@ -75,7 +116,8 @@ def _strip(raw: str) -> tuple[str, int | None, bool, int]:
         number = match.group("r1") or match.group("r2") or match.group("r3")
         if number is not None:
             rank = int(number)  # the innermost label wins: srun's "0: [rank1]:" is torch rank 1
+            torch_tag = match.group("r1") is not None
         tagged = tagged or match.group("tag") is not None
         labels += match.group("tag") is None
         pos = match.end()
-    return raw[pos:], rank, tagged, labels
+    return raw[pos:], rank, tagged, labels, torch_tag

@@ -62,14 +62,34 @@ _BARE = re.compile(r"(?P<type>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?::
 
 
 def _bare_exceptions(lines: list[Line]) -> list[Chain]:
-    """Frameless exceptions from a log that holds no traceback at all."""
+    """Exceptions from a log that holds no whole traceback: the last line alone, or the last
+    lines of a traceback whose `Traceback (most recent call last):` header was cut off, with
+    the frames shown above the exception."""
     chains = []
     for i, line in enumerate(lines):
         header = _BARE.match(line.text.strip())
         if header:
-            exc, _ = _read_message(lines, i, header, [])
-            chains.append(Chain([exc], [line.rank] if line.rank is not None else [], bare=True))
+            start = _cut_frames_start(lines, i)
+            exc = _parse_traceback(lines, start)[0] if start < i else None
+            if exc is None or exc.log_line != line.no:
+                exc, _ = _read_message(lines, i, header, [])
+            exc.cut = True
+            chains.append(Chain([exc], [line.rank] if line.rank is not None else [], bare=not exc.frames))
     return chains
+
+
+def _cut_frames_start(lines: list[Line], i: int) -> int:
+    """Index of the first line of the frames right above line i (i when there are none): frame
+    headers and the indented code and ^^^ lines under them, up to MAX_FRAMES * 4 lines."""
+    j = i
+    while j > 0 and i - j < MAX_FRAMES * 4:
+        text = lines[j - 1].text
+        if not (FRAME.match(text) or (text[:1] in " \t" and text.strip())):
+            break
+        j -= 1
+    while j < i and not FRAME.match(lines[j].text):
+        j += 1  # code lines above the first frame header belong to a frame cut off above
+    return j
 
 
 def collapse(chains: list[Chain]) -> list[Chain]:
@@ -141,7 +161,9 @@ def _parse_traceback(lines: list[Line], i: int) -> tuple[RaisedException | None,
         header = exception_header(line.text)
         if header is None:
             return None, i  # not a traceback after all (or cut off): leave it to the caller
-        return _read_message(lines, i, header, frames)
+        exc, i = _read_message(lines, i, header, frames)
+        exc.cut = not frames  # Python prints at least one frame: a paste dropped them
+        return exc, i
     return None, i
 
 

@@ -91,6 +91,15 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
     return dict(sorted(files.items()))
 
 
+def message_index(rules: RuleSet, sites, versions) -> tuple[Path, str]:
+    """The message index classify reads (triage.kb.messages), beside the rules: (path, text)."""
+    from triage.kb import messages
+    from triage.kb.coverage import coverage
+
+    covered = coverage(sites, sorted(rules.rules, key=lambda r: r.id))
+    return rules.directory / messages.INDEX_NAME, messages.render(messages.entries(covered, versions or {}))
+
+
 def stale(out: str | Path, files: dict[str, str]) -> list[str]:
     """What differs on disk: 'missing X', 'changed X', 'extra X' (a page of no rule or schema)."""
     out = Path(out)

@@ -1,0 +1,157 @@
+"""The message index: what each catalogued raise site prints, as text a paste can be searched for.
+
+`triage.kb.sites` reads every raise/assert on the checkpoint load path from the DeepSpeed and
+torch source, with its exception type and message template; `triage.kb.coverage` names the rules
+that explain each site. Reading that source needs both packages installed and takes seconds, so
+`ds-triage rules docs` writes the result beside the rules as `rules/load-site-messages.json`
+(one site a line; `--check` fails while it is stale), and classifying only reads that file.
+
+Each entry holds the site's template cut at its placeholders into literal `pieces`, folded
+(`fold`): compatibility characters made plain (NFKC: a translated IDE's full-width `：`),
+quotes made one, white space dropped (a wrap at 80 columns, a screenshot's lost spacing) and
+lower case. `triage.classify.messages` searches pastes, folded the same way, for those pieces.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+INDEX_NAME = "load-site-messages.json"
+# A site is in the index when its template keeps at least MIN_TEXT folded characters of text
+# (`Old version: {v} {why}` keeps 11); one with fewer than DISTINCT_TEXT (`{where}: names no
+# holder` keeps 14) is recognised only where its exception type stands before the message.
+MIN_TEXT = 10
+DISTINCT_TEXT = 24
+
+# {expr}, {expr!r:>8}, {} and %s, %(name)d, %.3f: the parts a raise fills in.
+_PLACEHOLDER = re.compile(r"\{[^{}]{0,300}\}|%(?:\([^)]{0,100}\))?[-#0 +]{0,4}\d{0,3}(?:\.\d{1,3})?[sdrifgexXc]")
+_SPACE = re.compile(r"\s+")
+_QUOTES = str.maketrans({c: "'" for c in "\"`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u00b4\u2032"})
+
+
+def fold(text: str) -> str:
+    """Text as the index compares it: NFKC, one quote character, no white space, lower case."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    return _SPACE.sub("", text.translate(_QUOTES)).lower()
+
+
+def pieces(template: str | None) -> list[str]:
+    """The folded literal pieces of a message template, in order; [] when it has no text."""
+    if not template or _is_code(template):
+        return []
+    parts = [fold(part) for part in _PLACEHOLDER.split(template.replace("%%", "%"))]
+    return [part for part in parts if part]
+
+
+def _is_code(template: str) -> bool:
+    """sites.py renders a message that is no string at all (`_get_wo_message(str(e))`,
+    `','.join(errors)`) as the expression itself: it names code, not text the log shows."""
+    import ast  # generation time only: classify never renders templates
+
+    try:
+        node = ast.parse(template, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, (ast.Call, ast.Name, ast.Attribute, ast.Subscript, ast.BinOp))
+
+
+@dataclass(frozen=True)
+class SiteMessage:
+    source: str  # deepspeed/utils/zero_to_fp32.py
+    function: str
+    line: int
+    exception: str  # as raised: ValueError, pickle.UnpicklingError, type(e)
+    template: str
+    pieces: tuple[str, ...]
+    rules: tuple[str, ...]  # the rules covering the site (triage.kb.coverage)
+
+    @property
+    def text_length(self) -> int:
+        return sum(map(len, self.pieces))
+
+    @property
+    def needs_type(self) -> bool:
+        """Too little text to name the site alone: the paste must show the exception type too."""
+        return self.text_length < DISTINCT_TEXT
+
+    @property
+    def opens_with_placeholder(self) -> bool:
+        return bool(_PLACEHOLDER.match(self.template))
+
+    @property
+    def short_exception(self) -> str:
+        return self.exception.rsplit(".", 1)[-1]
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line} {self.function}"
+
+
+def entries(covered, versions: dict[str, str]) -> dict:
+    """The index's data from triage.kb.coverage.coverage(sites, rules): every site with text enough."""
+    sites = []
+    for site, ids in sorted(covered, key=lambda item: (item[0].package, item[0].file, item[0].line, item[0].function)):
+        found = pieces(site.message)
+        if not ids or sum(map(len, found)) < MIN_TEXT:
+            continue
+        sites.append({"source": f"{site.package}/{site.file}", "function": site.function, "line": site.line,
+                      "exception": site.exception, "template": site.message, "pieces": found, "rules": list(ids)})
+    return {"read_from": dict(sorted(versions.items())), "sites": sites}
+
+
+def render(data: dict) -> str:
+    """The file's text: a header line, then one site a line (diffs stay readable)."""
+    head = {"generated_by": "ds-triage rules docs", "from": "triage/kb/sites.py, rules/", "read_from": data["read_from"]}
+    rows = ",\n".join("  " + json.dumps(site, ensure_ascii=False) for site in data["sites"])
+    return "{\n" + json.dumps(head)[1:-1] + ',\n "sites": [\n' + rows + "\n]}\n"
+
+
+class MessageIndex:
+    """The sites of the index, and what the fuzzy search needs of them, computed once."""
+
+    GRAM = 4  # the fuzzy search's prefilter compares 4-character grams
+    MIN_PIECE = 4  # shorter pieces (",", "rank") say nothing alone: not scored by the fuzzy search
+
+    def __init__(self, sites: list[SiteMessage]):
+        self.sites = sites
+        # each site with the index of its longest piece: the one searched for first
+        self.anchored = [(site, max(range(len(site.pieces)), key=lambda i: len(site.pieces[i])))
+                         for site in sites if site.pieces]
+        self._fuzzy: list[tuple[SiteMessage, list[str], str, frozenset]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.sites)
+
+    def __iter__(self):
+        return iter(self.sites)
+
+    def fuzzy_entries(self) -> list[tuple[SiteMessage, list[str], str, frozenset]]:
+        """(site, its pieces worth scoring, the longest of them, that piece's 4-grams) of each
+        site with text enough to be told from other text alone."""
+        if self._fuzzy is None:
+            out = []
+            for site in self.sites:
+                scored = [p for p in site.pieces if len(p) >= self.MIN_PIECE]
+                anchor = max(scored, key=len, default="")
+                if site.needs_type or len(anchor) < 2 * self.GRAM:
+                    continue
+                grams = frozenset(anchor[i:i + self.GRAM] for i in range(len(anchor) - self.GRAM + 1))
+                out.append((site, scored, anchor, grams))
+            self._fuzzy = out
+        return self._fuzzy
+
+
+def load(directory: str | Path) -> MessageIndex:
+    """The index beside the rules; empty when a rules directory has none (a custom rule set)."""
+    try:
+        with open(Path(directory) / INDEX_NAME, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return MessageIndex([])
+    return MessageIndex([SiteMessage(s["source"], s["function"], s["line"], s["exception"], s["template"],
+                                     tuple(s["pieces"]), tuple(s["rules"])) for s in data.get("sites", [])])
