@@ -105,6 +105,8 @@ SOURCE_REGEXES = {
     "triage.kb.api_history._KEYWORD": "search",
     "triage.kb.api_history._IMPORT_NAME": "search",
     "triage.kb.api_history._NO_MODULE": "search",
+    "triage.kb.messages._SPACE": "sub",
+    "triage.logs.normalize._RAY_REPEATED": "sub",
     "triage.probe.log_facts._QUOTED": "finditer",
     "triage.probe.model_claims.ADAPTER": "search",
     "triage.probe.target.LOG_STAGE": "search",
@@ -123,6 +125,8 @@ SOURCE_REGEXES = {
 NOT_LOG_TEXT = {
     "triage.kb.validate._WRITES": "a rule's verify command",
     "triage.kb.validate._RUNS_PICKLE": "a rule's verify command",
+    "triage.kb.messages._PLACEHOLDER": "message templates from DeepSpeed's and torch's source",
+    "triage.classify.partial._REGEX_SYNTAX": "rule regexes",
     "triage.kb.validate._FUNCTION_REF": "a rule's reference",
     "triage.probe.checkpoint.SHARD_PATTERNS": "file names in a checkpoint directory",
     "triage.probe.checkpoint.HF_CHECKPOINT": "directory names",
