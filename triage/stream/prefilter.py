@@ -28,7 +28,7 @@ from triage.logs import torchrun, tracebacks
 from triage.kb.model import Conditions, Regex, Rule
 from triage.logs.normalize import ANSI, strip_prefixes
 from triage.logs.runs import RUN_START_TEXTS
-from triage.stream.literals import encodings, required
+from triage.stream.literals import encodings, looks_around, looks_behind, required
 from triage.stream.records import PARTIAL_MARKERS
 
 try:
@@ -55,6 +55,16 @@ class ContextCheck:
     literals: tuple[Literal, ...]
     used_by: tuple[str, ...]  # "DS-P003 pattern", "DS-R002 boost", ...
     run_scoped: bool = False  # a run_line: forgotten when a new run starts (a `line` is not)
+
+    @property
+    def raw_first(self) -> bool:
+        """A raw line it does not match cannot match once its prefixes are cut (a cheap no)."""
+        return not looks_behind(self.regex.pattern, self.regex.flags)
+
+    @property
+    def anywhere(self) -> bool:
+        """It matches a piece of text whatever stands around it (no anchor, boundary, lookaround)."""
+        return not looks_around(self.regex.pattern, self.regex.flags)
 
     @property
     def search(self):
@@ -140,6 +150,8 @@ class Prefilter:
         by_length = sorted(context_literals, key=lambda lit: (-len(lit.text), lit.text))
         self._context_text = re.compile("|".join(_pattern(lit) for lit in by_length))
         self._checks_of = {_fold(lit): self._implied(lit) for lit in context_literals}
+        self._raw_first = [check.raw_first for check in self.context]
+        self._anywhere = [check.anywhere for check in self.context]
         self._hints: dict[tuple[int, ...], Hint] = {}
 
     def _implied(self, lit: Literal) -> frozenset[int]:
@@ -189,6 +201,7 @@ class Prefilter:
                 found = match.group(0)
                 candidates |= self._checks_of.get(found) or self._checks_of.get(found.lower(), frozenset())
                 match = self._context_text.search(text, match.start() + 1)
+        candidates = [i for i in candidates if self._may_match(i, text)]
         if not candidates:
             return []
         text = _rule_text(text)
@@ -196,7 +209,24 @@ class Prefilter:
 
     def check_matches(self, check: int, raw: str) -> bool:
         """Does context check `check` match this raw line, read as classify reads it?"""
-        return self.context[check].regex.search(_rule_text(raw)) is not None
+        return self._may_match(check, raw) and self.context[check].regex.search(_rule_text(raw)) is not None
+
+    def none_in_record(self, checks: frozenset[int], raw: bytes) -> bool:
+        """True when no record of this raw JSON line can match any of `checks`: every string in
+        it stands unescaped (its only escapes are the newlines ending strings) and no check
+        matches anywhere in the line. False when that cannot be told from the bytes."""
+        if raw.count(b"\\") != raw.count(b'\\n"') or not all(self._anywhere[c] for c in checks):
+            return False
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return not any(self.context[c].regex.search(text) for c in checks)
+
+    def _may_match(self, check: int, raw: str) -> bool:
+        """False when the raw line alone shows the check cannot match (cutting its prefixes
+        costs more than the search)."""
+        return not self._raw_first[check] or "\x1b" in raw or self.context[check].regex.search(raw) is not None
 
     def grep_pattern(self) -> str:
         """The same literals as one POSIX extended regex, for `grep -E` side by side."""
