@@ -16,7 +16,7 @@ from triage.stream.prefilter import Prefilter, _rule_text
     (r"\bmp_rank_\d+_model_states\.pt", True, True),
     (r"(?<=x)y", True, True),
     (r"in _create_param_mapping$", False, True),
-    (r"Unsupported operand (?!118\b)\d+", True, True),  # any \\b counts: cautious
+    (r"Unsupported operand (?!118\b)\d+", True, True),  # any \b counts: cautious
     (r"a(?:b|(?:c|^d))", True, True),
 ])
 def test_what_a_regex_looks_at_around_its_match(pattern, behind, around):
