@@ -49,26 +49,35 @@ def incident_cases(rules) -> list[tuple[str, tuple[str, ...], tuple]]:
     return found
 
 
-def measured(cmd: list[str], stdout, env: dict) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in MB of the command, exit code). GNU time reports the RSS: a
-    child's own ru_maxrss would count the Python process it was forked from."""
-    rss_file = CACHE / "rss"
-    timed = ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), *cmd] if Path("/usr/bin/time").exists() else cmd
+def measured(cmd: list[str], stdout, env: dict) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, peak RSS in MB of the command, exit code). GNU time reports
+    CPU and RSS: a child's own ru_maxrss would count the Python process it was forked from."""
+    report = CACHE / "time.out"
+    timed = ["/usr/bin/time", "-f", "%U %S %M", "-o", str(report), *cmd] if Path("/usr/bin/time").exists() else cmd
     start = time.perf_counter()
-    proc = subprocess.Popen(timed, stdout=stdout, stderr=subprocess.DEVNULL, env=env)
+    # `python -m` puts the working directory first on sys.path: run each checkout from its own
+    cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None
+    proc = subprocess.Popen(timed, stdout=stdout, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
-    rss_kb = int(rss_file.read_text().split()[-1]) if timed is not cmd else usage.ru_maxrss
-    return seconds, rss_kb // 1024, os.waitstatus_to_exitcode(status)
+    if timed is cmd:
+        cpu, rss_kb = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    else:
+        user, system, rss_kb = report.read_text().split()[-3:]
+        cpu, rss_kb = float(user) + float(system), int(rss_kb)
+    return seconds, cpu, rss_kb // 1024, os.waitstatus_to_exitcode(status)
 
 
-def median_run(cmd: list[str], out: Path, env: dict, runs: int) -> tuple[float, int, int]:
-    results = []
+def median_runs(commands: list[tuple[list[str], Path, dict]], runs: int) -> list[tuple[float, float, int, int]]:
+    """Each command `runs` times, taking turns (a machine busy with other work slows them alike);
+    per command the median wall and CPU seconds, the highest RSS, the last exit code."""
+    results: list[list] = [[] for _ in commands]
     for _ in range(runs):
-        with open(out, "w") as sink:
-            results.append(measured(cmd, sink, env))
-    seconds = statistics.median(r[0] for r in results)
-    return seconds, max(r[1] for r in results), results[-1][2]
+        for n, (cmd, out, env) in enumerate(commands):
+            with open(out, "w") as sink:
+                results[n].append(measured(cmd, sink, env))
+    return [(statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), max(r[2] for r in rs), rs[-1][3])
+            for rs in results]
 
 
 def check(out: Path, expected: list[tuple[str, tuple]], envelope: str) -> tuple[int, int, dict]:
@@ -88,6 +97,9 @@ def check(out: Path, expected: list[tuple[str, tuple]], envelope: str) -> tuple[
     return len(incidents), agree, summary
 
 
+FAST_JSON = ""  # the record parser `stream` uses by default (set in main)
+
+
 def bench(envelope: str, fleet, expected, patterns: Path, args, env: dict) -> bool:
     from corpus import fleet_log
 
@@ -100,41 +112,65 @@ def bench(envelope: str, fleet, expected, patterns: Path, args, env: dict) -> bo
     with open(log, "rb") as f:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))
 
-    stream_cmd = [sys.executable, "-m", "triage", "stream", "--summary", *args.stream_args, str(log)]
-    tools = [("ds-triage stream", stream_cmd, CACHE / f"stream-{envelope}.jsonl")]
-    tools.append(("grep -E -c", ["grep", "-E", "-c", "-f", str(patterns), str(log)], CACHE / "grep.out"))
+    tools = []
+    for label, root in [(f"stream @{args.base}", args.base_root)] if args.base else []:
+        tools.append((label, [sys.executable, "-m", "triage", "stream", "--summary", *args.stream_args, str(log)],
+                      CACHE / f"stream-base-{envelope}.jsonl", dict(env, PYTHONPATH=str(root))))
+    tools.append(("ds-triage stream", [sys.executable, "-m", "triage", "stream", "--summary", *args.stream_args, str(log)],
+                  CACHE / f"stream-{envelope}.jsonl", env))
+    for parser in [] if envelope == "plain" else [p for p in args.parsers.split(",") if p and p != FAST_JSON]:
+        tools.append((f"stream, {parser}", tools[-1][1], CACHE / f"stream-{parser}-{envelope}.jsonl",
+                      dict(env, DS_TRIAGE_JSON=parser)))
+    tools.append(("grep -E -c", ["grep", "-E", "-c", "-f", str(patterns), str(log)], CACHE / "grep.out", env))
     if shutil.which("rg"):
-        tools.append(("rg -c", ["rg", "--no-config", "-c", "-f", str(patterns), str(log)], CACHE / "rg.out"))
+        tools.append(("rg -c", ["rg", "--no-config", "-c", "-f", str(patterns), str(log)], CACHE / "rg.out", env))
 
     print(f"\n== {envelope}: {log} ({size / 1e6:,.1f} MB, {lines:,} lines, "
           f"{len(expected)} real failure logs among {len(fleet) - len(expected):,} healthy runs"
           f"{'' if envelope == 'plain' else f', {args.pods} pods interleaved'})")
-    print(f"  {'':18} {'seconds':>8} {'MB/s':>8} {'lines/s':>12} {'peak RSS':>9}")
+    print(f"  {'':18} {'wall s':>7} {'MB/s':>7} {'lines/s':>10} {'CPU s':>7} {'MB/CPU-s':>9} {'peak RSS':>9}")
     ok, rates = True, {}
-    for name, cmd, out in tools:
-        seconds, rss, code = median_run(cmd, out, env, args.runs)
+    timings = median_runs([(cmd, out, cmd_env) for _, cmd, out, cmd_env in tools], args.runs)
+    for (name, cmd, out, _), (seconds, cpu, rss, code) in zip(tools, timings):
         rates[name] = size / 1e6 / seconds
-        if name == "ds-triage stream":
+        if name.startswith(("ds-triage", "stream")):
             found, agree, summary = check(out, expected, envelope)
-            ok = found == len(expected)
+            ok = ok and found == len(expected)
             result = (f"{found} incidents / {len(expected)} failure logs, {agree} as classify alone; "
                       f"{summary.get('evicted', '?')} evicted, exit {code}")
         else:
             result = f"{out.read_text().strip()} matching lines"
-        print(f"  {name:18} {seconds:8.2f} {rates[name]:8.1f} {lines / seconds:12,.0f} {rss:6d} MB   {result}")
+        print(f"  {name:18} {seconds:7.2f} {rates[name]:7.1f} {lines / seconds:10,.0f} {cpu:7.2f} {size / 1e6 / cpu:9.1f} "
+              f"{rss:6d} MB   {result}")
     for name in rates:
-        if name != "ds-triage stream":
+        if not name.startswith(("ds-triage", "stream")):
             print(f"  stream / {name}: {rates['ds-triage stream'] / rates[name]:.2f}")
-    print("  commands (median of %d runs each):" % args.runs)
-    for _, cmd, out in tools:
-        print(f"    {'LC_ALL=C ' if cmd[0] == 'grep' else ''}{shlex.join(cmd)} > {out}")
+    print(f"  commands (each run {args.runs} times in turn; medians):")
+    for _, cmd, out, cmd_env in tools:
+        prefix = "LC_ALL=C " if cmd[0] == "grep" else ""
+        if cmd[0] == sys.executable:
+            root = cmd_env["PYTHONPATH"].split(os.pathsep)[0]
+            prefix = f"cd {root} && PYTHONPATH={root} "
+            prefix += f"DS_TRIAGE_JSON={cmd_env['DS_TRIAGE_JSON']} " if "DS_TRIAGE_JSON" in cmd_env else ""
+        print(f"    {prefix}{shlex.join(cmd)} > {out}")
     return ok
+
+
+def worktree(rev: str) -> Path:
+    """A checkout of `rev` to run the stream of (git worktree, made once, under the cache)."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", rev], capture_output=True, text=True, check=True).stdout.strip()
+    path = CACHE / f"base-{commit[:12]}"
+    if not path.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit], check=True,
+                       stdout=subprocess.DEVNULL)
+    return path
 
 
 def main() -> int:
     from corpus import fleet_log
     from triage.kb import load_rules
     from triage.stream.prefilter import Prefilter
+    from triage.stream.records import FAST_JSON as FAST_JSON_DEFAULT
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=150, help="MB of log text in the healthy runs and failures (default 150)")
@@ -144,6 +180,9 @@ def main() -> int:
     parser.add_argument("--envelope", default="plain,fluentbit", help="plain, fluentbit, or both (default)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each command; the median is shown (default 3)")
     parser.add_argument("--regenerate", action="store_true", help="rebuild the cached files")
+    parser.add_argument("--parsers", default="orjson,json",
+                        help="also run the JSON file with these record parsers (DS_TRIAGE_JSON; default orjson,json)")
+    parser.add_argument("--base", metavar="REV", help="also run `stream` as of this git revision (a worktree), in turn with this one")
     parser.add_argument("stream_args", nargs="*", help="more options for `ds-triage stream` (after --)")
     args = parser.parse_args()
 
@@ -157,6 +196,9 @@ def main() -> int:
     CACHE.mkdir(exist_ok=True)
     patterns = CACHE / "prefilter.ere"
     patterns.write_text(Prefilter(rules.rules).grep_pattern() + "\n")
+    global FAST_JSON
+    FAST_JSON = FAST_JSON_DEFAULT
+    args.base_root = worktree(args.base) if args.base else None
     env = dict(os.environ, LC_ALL="C", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     print(f"{sys.executable} {shlex.join(sys.argv)}   ({os.cpu_count()} CPUs; {patterns}: the prefilter's literals as one ERE)")
     results = [bench(e.strip(), fleet, expected, patterns, args, env) for e in args.envelope.split(",")]
