@@ -36,6 +36,9 @@ def test_raw_answers_agree_with_the_rule_regexes_on_corpus_lines(rules):
         truth = {i for i in everything if prefilter.context[i].regex.search(_rule_text(line))}
         assert set(prefilter.context_hits(line, None)) == truth
         assert {i for i in everything if prefilter.check_matches(i, line)} == truth
+        raw = line.encode()
+        if raw.isascii() and b"\x1b" not in raw:
+            assert truth <= {i for i in everything if prefilter.may_match_ascii(i, b"x\n" + raw + b"\n", 2, 2 + len(raw))}
         record = json.dumps({"log": line + "\n", "kubernetes": {"pod_name": "p"}}).encode()
         for i in everything:
             if prefilter.none_in_record(frozenset({i}), record):

@@ -79,7 +79,7 @@ LOOKS_JSON = re.compile(r'[ \t\ufeff]*(?:\{\s*(?:"|\}$)|\[\s*(?:[\[{]|\]$))')
 # The same tests on raw bytes: a line that may be JSON or CRI goes through decode().
 _NOT_PLAIN = re.compile(rb'[ \t]*(?:\xef\xbb\xbf)?(?:\{\s*(?:"|\})|\[\s*[\[{\]]|\d{4}-\d\d-\d\dT\S+ std(?:out|err) )')
 # Where a JSON record or a CRI line may start inside a buffer (a superset, to be safe).
-_NOT_PLAIN_MARKERS = (b"\n{", b"\n[{", b"\n[[", b" stdout ", b" stderr ")
+NOT_PLAIN_MARKERS = (b"\n{", b"\n[{", b"\n[[", b" stdout ", b" stderr ")
 _BULK_ACTIONS = {"index", "create", "update", "delete"}
 
 
@@ -126,14 +126,17 @@ class Decoder:
         self._plans: dict[tuple, _Plan | None] = {}  # a record's top-level keys -> where its fields are
         self._loads = _FAST_LOADS if self.format not in ("plain", "cri") else None
 
-    def plain_chunk(self, data: bytes) -> bool:
-        """Every line of `data` is a plain log line (so every one is in the stream ())."""
+    def plain_chunk(self, data: bytes, any_marker=None) -> bool:
+        """Every line of `data` is a plain log line (so every one is in the stream ()).
+        `any_marker(data)`: whether one of NOT_PLAIN_MARKERS is in it (one Hyperscan pass)."""
         if self.format == "plain":
             return True
         if self.format != "auto" or _NOT_PLAIN.match(data):
             return False
+        if any_marker is not None:
+            return not any_marker(data)
         # A few substring searches beat a multi-line regex over a megabyte by far.
-        return not any(marker in data for marker in _NOT_PLAIN_MARKERS)
+        return not any(marker in data for marker in NOT_PLAIN_MARKERS)
 
     def plain_text(self, raw: bytes) -> str | None:
         """The text of a raw line that is a plain log line (no JSON, no CRI prefix), else None."""

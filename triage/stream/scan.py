@@ -51,6 +51,7 @@ class Scanner:
         self.cut_lines = 0
         self._rest = b""
         self._raw = b""  # the line being routed (for _literal)
+        self._ascii_block: tuple[bytes | None, bool] = (None, False)
         self._partials = decoder.format in ("auto", "json", "docker")  # records may be split lines
 
     def feed(self, data: bytes, now: float) -> None:
@@ -79,7 +80,7 @@ class Scanner:
         """Whole lines of `data` (it ends with a newline)."""
         hits = self.matcher.hits(data)
         forms = self.forms
-        plain = self.decoder.plain_chunk(data)
+        plain = self.decoder.plain_chunk(data, self.matcher.any_marker)
         pending: list[tuple[int, int, int, list[int]]] = []  # plain context lines: start, end, line no, forms
         pos = i = 0
         while i < len(hits):
@@ -149,9 +150,12 @@ class Scanner:
         line that matches it is remembered, as if every line had been routed in order."""
         wanted = set().union(*(self.prefilter.hint(ids).checks for _, _, _, ids in pending))
         found = []
+        ascii = self._ascii(data)
         for start, end, no, ids in reversed(pending):
             text = None
             for check in self.prefilter.hint(ids).checks & wanted:
+                if ascii and not self.prefilter.may_match_ascii(check, data, start, end):
+                    continue
                 if text is None:
                     text = self.decoder.plain_text(data[start:end])
                     if text is None:  # an indented JSON record after all: route them all in order
@@ -165,6 +169,12 @@ class Scanner:
                 break
         for no, check, text in sorted(found):
             self.assembler.remember_match((), check, no, text)
+
+    def _ascii(self, data: bytes) -> bool:
+        """The block is ASCII with no escape character (no colours): its lines can be tested undecoded."""
+        if self._ascii_block[0] is not data:
+            self._ascii_block = (data, data.isascii() and b"\x1b" not in data)
+        return self._ascii_block[1]
 
     def _unread(self, raw: bytes, ids: list[int]) -> bool:
         """A JSON context line that can change nothing: no open incident's stream may own it,
