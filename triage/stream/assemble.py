@@ -187,6 +187,15 @@ class Assembler:
         for line in text.split("\n"):
             self._line(record.key, state, line, no, record.time, hint, now)
 
+    def owns(self, key: Key) -> bool:
+        """The stream has an incident open or a split line begun: its records go in, in order."""
+        state = self.streams.get(key)
+        return state is not None and (state.window is not None or bool(state.partial))
+
+    def touch(self, key: Key) -> None:
+        """The stream was seen (it is the most recent; remembered if new)."""
+        self._stream(key)
+
     def remember_match(self, key: Key, check: int, no: int, text: str) -> None:
         """A context line found outside the routing (scan.py settles runs of them at once)."""
         self._seq += 1

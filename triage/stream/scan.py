@@ -9,7 +9,11 @@ literal (Hyperscan, prefilter.py); the answer says which lines hold a literal an
 * a context line (a rule reads it from anywhere before the failure: DeepSpeed's per-step
   "step=.., skipped=.." line, the config dump): in a plain block (one stream) only the
   newest line of each context check before the next routed line is decoded, found from the
-  end; in a JSON block each one is decoded and routed (each names its own stream);
+  end. In a JSON block a line whose bytes show that none of its checks can match is
+  skipped; the others are decoded (each names its own stream) and wait, per stream, until a
+  line of that stream is routed or the block ends: then only the newest record matching
+  each check is remembered (a stream's least-recent place, which matters only past
+  `max_streams` streams, is set when they are);
 * while incidents are open, every line of their streams is decoded and routed, since their
   frames and messages hold no literal but belong to them. A JSON record names its stream in
   its own bytes: each open stream has a literal (its pod name as JSON writes it, assemble.py
@@ -52,6 +56,7 @@ class Scanner:
         self._rest = b""
         self._raw = b""  # the line being routed (for _literal)
         self._ascii_block: tuple[bytes | None, bool] = (None, False)
+        self._later: dict[Key, list] = {}  # stream -> its JSON context records waiting (_defer)
         self._partials = decoder.format in ("auto", "json", "docker")  # records may be split lines
 
     def feed(self, data: bytes, now: float) -> None:
@@ -99,8 +104,10 @@ class Scanner:
                     self.lines += 1
                     pending.append((start, end, self.lines, ids))
                     continue
-                if not plain and self._unread(data[start:end], ids):
+                if not plain:
                     self.lines += 1
+                    if not self._unread(data[start:end], ids):
+                        self._defer(data[start:end], ids, self.lines, now)
                     continue
             if pending:
                 self._newest(data, pending, now)
@@ -109,6 +116,8 @@ class Scanner:
         if pending:
             self._newest(data, pending, now)
         self._quiet(data, pos, len(data), now)
+        for key in list(self._later):
+            self._flush(key)
 
     def _quiet(self, data: bytes, pos: int, stop: int, now: float) -> None:
         """Lines [pos, stop) hold no literal: skipped, unless an open incident's stream may own them."""
@@ -195,7 +204,46 @@ class Scanner:
             no = self.lines
         self._raw = raw
         for record in self.decoder.decode(raw):
+            if self._later:
+                self._flush(record.key)
             self.assembler.add(record, no, hint, now)
+
+    def _defer(self, raw: bytes, forms, no: int, now: float) -> None:
+        """A JSON context line: its records wait, per stream, until a line of their stream is
+        routed or the block ends; then only the newest that matches each check is remembered
+        (_flush). Records of a stream with an open incident or a split line go in at once."""
+        hint = self.prefilter.hint(forms)
+        self._raw = raw
+        for record in self.decoder.decode(raw):
+            if record.partial or self.assembler.owns(record.key):
+                if self._later:
+                    self._flush(record.key)
+                self.assembler.add(record, no, hint, now)
+            else:
+                self._later.setdefault(record.key, []).append((no, record, hint))
+
+    def _flush(self, key: Key) -> None:
+        """What routing a stream's waiting context records in order would have remembered."""
+        waiting = self._later.pop(key, None)
+        if not waiting:
+            return
+        self.assembler.touch(key)
+        wanted = set().union(*(hint.checks for _, _, hint in waiting))
+        found = []
+        for n in range(len(waiting) - 1, -1, -1):
+            no, record, hint = waiting[n]
+            if not hint.checks & wanted:
+                continue
+            parts = record.text.split("\n")  # as the assembler splits a record's text
+            for p in range(len(parts) - 1, -1, -1):
+                for check in hint.checks & wanted:
+                    if self.prefilter.check_matches(check, parts[p]):
+                        wanted.discard(check)
+                        found.append((no, n, p, check, parts[p]))
+            if not wanted:
+                break
+        for no, _, _, check, text in sorted(found):
+            self.assembler.remember_match(key, check, no, text)
 
     def _literal(self, key: Key) -> bytes | None:
         """Bytes every raw line of the stream `key` holds (it just opened an incident on the line
