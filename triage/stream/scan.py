@@ -57,6 +57,7 @@ class Scanner:
         self._raw = b""  # the line being routed (for _literal)
         self._ascii_block: tuple[bytes | None, bool] = (None, False)
         self._later: dict[Key, list] = {}  # stream -> its JSON context records waiting (_defer)
+        self._unread_tried: dict[frozenset, list[int]] = {}
         self._partials = decoder.format in ("auto", "json", "docker")  # records may be split lines
 
     def feed(self, data: bytes, now: float) -> None:
@@ -193,7 +194,15 @@ class Scanner:
             return False
         if self._partials and b'\\n"' not in raw:
             return False  # it may be the head of a Docker record split at 16 KiB: read it
-        return self.prefilter.none_in_record(self.prefilter.hint(ids).checks, raw)
+        checks = self.prefilter.hint(ids).checks
+        tried = self._unread_tried.setdefault(checks, [0, 0])  # [tries, lines skipped]
+        if tried[0] >= 256 and tried[1] * 16 < tried[0]:
+            return False  # lines with these checks nearly always match one (DeepSpeed's step line): just read them
+        tried[0] += 1
+        if self.prefilter.none_in_record(checks, raw):
+            tried[1] += 1
+            return True
+        return False
 
     def _route(self, raw: bytes, forms, now: float, no: int = 0) -> None:
         """Decode one line and route its records, with what its literals say. `no`: the line's
