@@ -27,6 +27,7 @@ tests compare them on corpus logs, plain and in envelopes.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 
@@ -85,40 +86,62 @@ class Scanner:
     def _block(self, data: bytes, now: float) -> None:
         """Whole lines of `data` (it ends with a newline)."""
         hits = self.matcher.hits(data)
+        if self.decoder.plain_chunk(data, self.matcher.any_marker):
+            self._plain_block(data, hits, now)
+            return
         forms = self.forms
-        plain = self.decoder.plain_chunk(data, self.matcher.any_marker)
-        pending: list[tuple[int, int, int, list[int]]] = []  # plain context lines: start, end, line no, forms
         pos = i = 0
         while i < len(hits):
-            at = hits[i][0]
-            start = data.rfind(b"\n", pos, at) + 1 or pos
-            end = data.find(b"\n", at)
-            ids = []
-            while i < len(hits) and hits[i][0] < end:  # every literal on this line
-                ids.append(hits[i][1])
-                i += 1
+            start, end, ids, i = self._line_at(data, hits, i, pos)
             if start > pos:
                 self._quiet(data, pos, start, now)
             pos = end + 1
             if not (self.decode_all or any(forms[f].stop for f in ids)):  # a context line alone
-                if plain and not self.assembler.busy:
-                    self.lines += 1
-                    pending.append((start, end, self.lines, ids))
-                    continue
-                if not plain:
-                    self.lines += 1
-                    if not self._unread(data[start:end], ids):
-                        self._defer(data[start:end], ids, self.lines, now)
-                    continue
-            if pending:
-                self._newest(data, pending, now)
-                pending = []
+                self.lines += 1
+                if not self._unread(data[start:end], ids):
+                    self._defer(data[start:end], ids, self.lines, now)
+                continue
             self._route(data[start:end], ids, now)
-        if pending:
-            self._newest(data, pending, now)
         self._quiet(data, pos, len(data), now)
         for key in list(self._later):
             self._flush(key)
+
+    def _plain_block(self, data: bytes, hits: list[tuple[int, int]], now: float) -> None:
+        """One stream: from one line that must be routed (a trigger, a run start, a split line)
+        to the next, only the newest line matching each context check is looked for, from the
+        end; while an incident is open every line is routed in order."""
+        stops = [k for k, (_, form) in enumerate(hits) if self.forms[form].stop]
+        pos = i = s = 0
+        while True:
+            if not (self.decode_all or self.assembler.busy):
+                while s < len(stops) and stops[s] < i:
+                    s += 1
+                stop = data.rfind(b"\n", pos, hits[stops[s]][0]) + 1 or pos if s < len(stops) else len(data)
+                k = bisect.bisect_left(hits, (stop, -1), i)
+                if k > i:
+                    self._newest(data, hits, i, k, pos, now)
+                self.lines += data.count(b"\n", pos, stop)
+                pos, i = stop, k
+            if i >= len(hits):
+                break
+            start, end, ids, i = self._line_at(data, hits, i, pos)
+            if start > pos:
+                self._quiet(data, pos, start, now)
+            pos = end + 1
+            self._route(data[start:end], ids, now)
+        self._quiet(data, pos, len(data), now)
+
+    @staticmethod
+    def _line_at(data: bytes, hits: list[tuple[int, int]], i: int, pos: int) -> tuple[int, int, list[int], int]:
+        """The line of hit i: its start and end, the forms on it, the index of the next line's first hit."""
+        at = hits[i][0]
+        start = data.rfind(b"\n", pos, at) + 1 or pos
+        end = data.find(b"\n", at)
+        ids = []
+        while i < len(hits) and hits[i][0] < end:
+            ids.append(hits[i][1])
+            i += 1
+        return start, end, ids, i
 
     def _quiet(self, data: bytes, pos: int, stop: int, now: float) -> None:
         """Lines [pos, stop) hold no literal: skipped, unless an open incident's stream may own them."""
@@ -155,30 +178,44 @@ class Scanner:
                 at = data.find(literal, data.find(b"\n", at, stop) + 1, stop)
         return sorted(starts)
 
-    def _newest(self, data: bytes, pending: list[tuple[int, int, int, list[int]]], now: float) -> None:
-        """Plain context lines with nothing routed among them: for each check only the newest
-        line that matches it is remembered, as if every line had been routed in order."""
-        wanted = set().union(*(self.prefilter.hint(ids).checks for _, _, _, ids in pending))
-        found = []
+    def _newest(self, data: bytes, hits: list[tuple[int, int]], i: int, k: int, pos: int, now: float) -> None:
+        """Plain lines from pos hold context literals only (hits[i:k]) and nothing is routed among
+        them: for each check only the newest line that matches it is remembered, as routing every
+        line in order would leave it; the lines are walked from the end, until every check is settled."""
+        forms, prefilter = self.forms, self.prefilter
+        wanted = set().union(*(forms[f].checks for f in {form for _, form in hits[i:k]}))
         ascii = self._ascii(data)
-        for start, end, no, ids in reversed(pending):
+        found = []
+        h = k
+        while wanted and h > i:
+            at = hits[h - 1][0]
+            start = data.rfind(b"\n", pos, at) + 1 or pos
+            end = data.find(b"\n", at)
+            ids = []
+            while h > i and hits[h - 1][0] >= start:  # every literal on this line
+                h -= 1
+                ids.append(hits[h][1])
             text = None
-            for check in self.prefilter.hint(ids).checks & wanted:
-                if ascii and not self.prefilter.may_match_ascii(check, data, start, end):
+            for check in prefilter.hint(sorted(ids)).checks & wanted:
+                if ascii and not prefilter.may_match_ascii(check, data, start, end):
                     continue
                 if text is None:
                     text = self.decoder.plain_text(data[start:end])
-                    if text is None:  # an indented JSON record after all: route them all in order
-                        for start, end, no, ids in pending:
-                            self._route(data[start:end], ids, now, no)
+                    if text is None:  # an indented JSON record after all: route the run's lines in order
+                        self._in_order(data, hits, i, k, pos, now)
                         return
-                if self.prefilter.check_matches(check, text):
+                if prefilter.check_matches(check, text):
                     wanted.discard(check)
-                    found.append((no, check, text))
-            if not wanted:
-                break
-        for no, check, text in sorted(found):
+                    found.append((start, check, text))
+        for start, check, text in sorted(found):
+            no = self.lines + data.count(b"\n", pos, start) + 1
             self.assembler.remember_match((), check, no, text)
+
+    def _in_order(self, data: bytes, hits: list[tuple[int, int]], i: int, k: int, pos: int, now: float) -> None:
+        base = self.lines
+        while i < k:
+            start, end, ids, i = self._line_at(data, hits, i, pos)
+            self._route(data[start:end], ids, now, base + data.count(b"\n", pos, start) + 1)
 
     def _ascii(self, data: bytes) -> bool:
         """The block is ASCII with no escape character (no colours): its lines can be tested undecoded."""
