@@ -1,166 +1,207 @@
 #!/usr/bin/env python3
-"""Throughput and peak memory of `ds-triage stream`, side by side with `grep -E`.
+"""Throughput and peak memory of `ds-triage stream`, beside `grep -E -c` and `rg -c` on the same file.
 
-    .venv/bin/python benchmarks/bench_stream.py [--mb 300] [--incidents 40] [--envelope plain,fluentbit]
+    .venv/bin/python benchmarks/bench_stream.py [--mb 150] [--incidents 40] [--pods 12] [--runs 3]
 
-Builds a large log of healthy DeepSpeed training chatter (corpus/clean_chatter.py replays a
-real clean run's per-step section with shifted step numbers and times) with whole real
-failure logs from corpus/cases sprinkled in, then runs the real CLI on it and `grep -E` over
-the same prefilter literals (every trigger and context literal the rules and the parser
-need). Checks that every sprinkled incident comes out exactly once, with the category
-`classify` gives its log. `--envelope fluentbit` wraps every line in a Fluent Bit record
-with Kubernetes metadata (8 pods interleaved; each incident in one pod's stream, the other
-pods' chatter in between). Generated files are cached under /tmp/ds-triage-bench.
-The suite never runs this.
+Builds a fleet's log from real corpus logs only (corpus/fleet_log.py): whole healthy runs
+(corpus/clean) one after another, with whole real failure logs (corpus/cases) among them,
+once as a plain file and once as Fluent Bit records of `--pods` pods interleaved. On each
+file, in one run: the real CLI (`python -m triage stream --summary`), then `grep -E -c` and
+`rg -c` (when installed) over the very literals the stream prefilter searches for (every
+trigger and context literal the rules and the parser need, in each JSON escaping). Reports
+MB/s, lines/s and peak RSS (median of `--runs`), and checks that each failure log comes out
+as exactly one incident; it counts those with the category and top rule `classify` gives the
+log alone (a healthy run before it in the same stream may leave context lines rules read).
+Generated files are cached under /tmp/ds-triage-bench. The suite never runs this.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
+import shlex
+import shutil
+import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CACHE = Path("/tmp/ds-triage-bench")
-PODS = [f"trainer-{i}" for i in range(8)]
 
 
-def incident_cases() -> list[tuple[str, str, str]]:
-    """(case id, log text, category classify gives) of every corpus log that is one incident."""
+def incident_cases(rules) -> list[tuple[str, tuple[str, ...], tuple]]:
+    """(name, lines, (category, top rule) classify gives) of every corpus case log that is one incident."""
+    from corpus.fleet_log import read_lines
     from triage.classify.classifier import classify
-    from triage.kb import load_rules
     from triage.stream.emit import is_incident
 
-    rules = load_rules()
     found = []
     for path in sorted((ROOT / "corpus" / "cases").glob("*.log")):
-        text = path.read_text(errors="replace")
-        report = classify(text, rules=rules)
+        lines = read_lines(path)
+        report = classify("\n".join(lines) + "\n", rules=rules)
         if is_incident(report):
-            found.append((path.stem, text, report.category))
+            found.append((f"cases/{path.stem}", lines, (report.category, report.top.rule.id if report.top else None)))
     return found
 
 
-def generate(path: Path, mb: int, n_incidents: int, envelope: str, cases) -> list[str]:
-    """Write the log; return the categories of the incidents sprinkled in it."""
-    from corpus import clean_chatter
-
-    target = mb * 1_000_000
-    chosen = [cases[i % len(cases)] for i in range(n_incidents)]
-    spacing = target / (n_incidents + 1)  # bytes of chatter before each incident
-    chatter = clean_chatter.generate(clean_chatter.DEFAULT_SOURCE, 10**12)
-    written, placed, turn = 0, 0, 0
-    with open(path, "w") as out:
-        write = _writer(out, envelope)
-        while written < target or placed < n_incidents:
-            if placed < n_incidents and written >= spacing * (placed + 1):
-                _, text, _ = chosen[placed]
-                pod = PODS[placed % len(PODS)]
-                others = itertools.cycle([p for p in PODS if p != pod])
-                for line in text.splitlines():
-                    written += write(line, pod)
-                    if envelope != "plain":
-                        written += write(next(chatter), next(others))  # the other pods go on meanwhile
-                placed += 1
-                continue
-            written += write(next(chatter), PODS[turn % len(PODS)])
-            turn += 1
-    return [c[2] for c in chosen]
-
-
-def _writer(out, envelope: str):
-    clock = itertools.count()
-
-    def plain(line: str, pod: str) -> int:
-        out.write(line + "\n")
-        return len(line) + 1
-
-    def fluentbit(line: str, pod: str) -> int:
-        # Fluent Bit tail (docker parser) + kubernetes filter, as its docs show a record.
-        tick = next(clock)
-        record = json.dumps({
-            "date": 1764709871.25 + tick / 1000, "log": line + "\n", "stream": "stdout",
-            "time": "2026-12-02T21:31:11.250000000Z",
-            "kubernetes": {"pod_name": pod, "namespace_name": "ml-train", "host": "gpu-node-3",
-                           "container_name": "trainer", "docker_id": "2acc5e3b9f", "container_image": "pytorch:24.05"},
-        })
-        out.write(record + "\n")
-        return len(record) + 1
-
-    return plain if envelope == "plain" else fluentbit
-
-
-def measured(cmd: list[str], stdout) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in MB of that child, exit code)."""
+def measured(cmd: list[str], stdout, env: dict) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, peak RSS in MB of the command, exit code). GNU time reports
+    CPU and RSS: a child's own ru_maxrss would count the Python process it was forked from."""
+    report = CACHE / "time.out"
+    timed = ["/usr/bin/time", "-f", "%U %S %M", "-o", str(report), *cmd] if Path("/usr/bin/time").exists() else cmd
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"))
+    # `python -m` puts the working directory first on sys.path: run each checkout from its own
+    cwd = env.get("PYTHONPATH", "").split(os.pathsep)[0] or None
+    proc = subprocess.Popen(timed, stdout=stdout, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - start, usage.ru_maxrss // 1024, proc.returncode
+    seconds = time.perf_counter() - start
+    if timed is cmd:
+        cpu, rss_kb = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    else:
+        user, system, rss_kb = report.read_text().split()[-3:]
+        cpu, rss_kb = float(user) + float(system), int(rss_kb)
+    return seconds, cpu, rss_kb // 1024, os.waitstatus_to_exitcode(status)
 
 
-def run(envelope: str, args, cases) -> bool:
-    from triage.kb import load_rules
-    from triage.stream.prefilter import Prefilter
+def median_runs(commands: list[tuple[list[str], Path, dict]], runs: int) -> list[tuple[float, float, int, int]]:
+    """Each command `runs` times, taking turns (a machine busy with other work slows them alike);
+    per command the median wall and CPU seconds, the highest RSS, the last exit code."""
+    results: list[list] = [[] for _ in commands]
+    for _ in range(runs):
+        for n, (cmd, out, env) in enumerate(commands):
+            with open(out, "w") as sink:
+                results[n].append(measured(cmd, sink, env))
+    return [(statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), max(r[2] for r in rs), rs[-1][3])
+            for rs in results]
 
-    CACHE.mkdir(exist_ok=True)
-    log = CACHE / f"stream-{args.mb}mb-{args.incidents}-{envelope}.log"
-    expected_file = log.with_suffix(".expected.json")
-    if args.regenerate or not log.exists() or not expected_file.exists():
-        print(f"generating {log} ...", file=sys.stderr)
-        expected_file.write_text(json.dumps(generate(log, args.mb, args.incidents, envelope, cases)))
-    expected = json.loads(expected_file.read_text())
-    size = log.stat().st_size
-    patterns = CACHE / "prefilter.ere"
-    patterns.write_text(Prefilter(load_rules().rules).grep_pattern() + "\n")
 
-    out = CACHE / f"stream-{envelope}.out.jsonl"
-    stream_cmd = [str(ROOT / ".venv" / "bin" / "ds-triage"), "stream", "--summary", str(log)]
-    if not Path(stream_cmd[0]).exists():
-        stream_cmd[:1] = [sys.executable, "-m", "triage"]
-    with open(out, "w") as sink:
-        s_time, s_rss, s_code = measured(stream_cmd, sink)
-    grep_cmd = ["grep", "-E", "-c", "-f", str(patterns), str(log)]
-    with open(CACHE / "grep.out", "w") as sink:
-        g_time, g_rss, _ = measured(grep_cmd, sink)
-    grep_lines = (CACHE / "grep.out").read_text().strip()
-
+def check(out: Path, expected: list[tuple[str, tuple]], envelope: str) -> tuple[int, int, dict]:
+    """(incidents, those that agree with classify in order per stream, summary)."""
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     incidents = [r for r in rows if r.get("kind") == "incident"]
     summary = next((r for r in rows if r.get("kind") == "summary"), {})
-    got = [i["classification"]["category"] for i in incidents]
-    agree = sum(a == b for a, b in zip(sorted(got), sorted(expected)))
-    ok = len(incidents) == len(expected) and agree == len(expected)
-    print(f"\n== envelope {envelope}: {log} ({size / 1e6:,.1f} MB, {summary.get('lines', 0):,} lines), "
-          f"{len(expected)} real incidents sprinkled from {min(len(cases), len(expected))} corpus cases")
-    print(f"  ds-triage stream : {s_time:6.2f} s  {size / 1e6 / s_time:7.1f} MB/s  peak RSS {s_rss:5d} MB  "
-          f"incidents {len(incidents)}/{len(expected)}, categories agree {agree}/{len(expected)}, exit {s_code}")
-    print(f"  grep -E (LC_ALL=C): {g_time:6.2f} s  {size / 1e6 / g_time:7.1f} MB/s  peak RSS {g_rss:5d} MB  "
-          f"{grep_lines} matching lines")
-    print(f"  stream / grep    : {g_time / s_time:.2f}x grep's speed")
-    print("  commands:")
-    print(f"    {' '.join(stream_cmd)} > {out}")
-    print(f"    LC_ALL=C {' '.join(grep_cmd)}    # {patterns}: the prefilter's literals as one ERE")
-    if not ok:
-        print(f"  MISMATCH: expected {sorted(expected)}\n            got      {sorted(got)}")
+    got: dict[str, list] = defaultdict(list)
+    for incident in incidents:
+        c = incident["classification"]
+        pod = incident["stream"].get("kubernetes.pod_name", "")
+        got[pod].append((c["category"], c["hypotheses"][0]["rule_id"] if c["hypotheses"] else None))
+    want: dict[str, list] = defaultdict(list)
+    for pod, outcome in expected:
+        want["" if envelope == "plain" else pod].append(outcome)
+    agree = sum(a == b for pod in want for a, b in zip(want[pod], got.get(pod, [])))
+    return len(incidents), agree, summary
+
+
+FAST_JSON = ""  # the record parser `stream` uses by default (set in main)
+
+
+def bench(envelope: str, fleet, expected, patterns: Path, args, env: dict) -> bool:
+    from corpus import fleet_log
+
+    tag = f"{args.mb}mb-{args.incidents}i-{args.pods}p-{args.bulk or 'all'}"
+    log = CACHE / f"fleet-{tag}.{'log' if envelope == 'plain' else 'jsonl'}"
+    if args.regenerate or not log.exists():
+        print(f"generating {log} ...", file=sys.stderr)
+        fleet_log.write(log, fleet, envelope)
+    size = log.stat().st_size
+    with open(log, "rb") as f:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))
+
+    tools = []
+    for label, root in [(f"stream @{args.base}", args.base_root)] if args.base else []:
+        tools.append((label, [sys.executable, "-m", "triage", "stream", "--summary", *args.stream_args, str(log)],
+                      CACHE / f"stream-base-{envelope}.jsonl", dict(env, PYTHONPATH=str(root))))
+    tools.append(("ds-triage stream", [sys.executable, "-m", "triage", "stream", "--summary", *args.stream_args, str(log)],
+                  CACHE / f"stream-{envelope}.jsonl", env))
+    for parser in [] if envelope == "plain" else [p for p in args.parsers.split(",") if p and p != FAST_JSON]:
+        tools.append((f"stream, {parser}", tools[-1][1], CACHE / f"stream-{parser}-{envelope}.jsonl",
+                      dict(env, DS_TRIAGE_JSON=parser)))
+    tools.append(("grep -E -c", ["grep", "-E", "-c", "-f", str(patterns), str(log)], CACHE / "grep.out", env))
+    if shutil.which("rg"):
+        tools.append(("rg -c", ["rg", "--no-config", "-c", "-f", str(patterns), str(log)], CACHE / "rg.out", env))
+
+    print(f"\n== {envelope}: {log} ({size / 1e6:,.1f} MB, {lines:,} lines, "
+          f"{len(expected)} real failure logs among {len(fleet) - len(expected):,} healthy runs"
+          f"{'' if envelope == 'plain' else f', {args.pods} pods interleaved'})")
+    print(f"  {'':18} {'wall s':>7} {'MB/s':>7} {'lines/s':>10} {'CPU s':>7} {'MB/CPU-s':>9} {'peak RSS':>9}")
+    ok, rates = True, {}
+    timings = median_runs([(cmd, out, cmd_env) for _, cmd, out, cmd_env in tools], args.runs)
+    for (name, cmd, out, _), (seconds, cpu, rss, code) in zip(tools, timings):
+        rates[name] = size / 1e6 / seconds
+        if name.startswith(("ds-triage", "stream")):
+            found, agree, summary = check(out, expected, envelope)
+            ok = ok and found == len(expected)
+            result = (f"{found} incidents / {len(expected)} failure logs, {agree} as classify alone; "
+                      f"{summary.get('evicted', '?')} evicted, exit {code}")
+        else:
+            result = f"{out.read_text().strip()} matching lines"
+        print(f"  {name:18} {seconds:7.2f} {rates[name]:7.1f} {lines / seconds:10,.0f} {cpu:7.2f} {size / 1e6 / cpu:9.1f} "
+              f"{rss:6d} MB   {result}")
+    for name in rates:
+        if not name.startswith(("ds-triage", "stream")):
+            print(f"  stream / {name}: {rates['ds-triage stream'] / rates[name]:.2f}")
+    print(f"  commands (each run {args.runs} times in turn; medians):")
+    for _, cmd, out, cmd_env in tools:
+        prefix = "LC_ALL=C " if cmd[0] == "grep" else ""
+        if cmd[0] == sys.executable:
+            root = cmd_env["PYTHONPATH"].split(os.pathsep)[0]
+            prefix = f"cd {root} && PYTHONPATH={root} "
+            prefix += f"DS_TRIAGE_JSON={cmd_env['DS_TRIAGE_JSON']} " if "DS_TRIAGE_JSON" in cmd_env else ""
+        print(f"    {prefix}{shlex.join(cmd)} > {out}")
     return ok
 
 
+def worktree(rev: str) -> Path:
+    """A checkout of `rev` to run the stream of (git worktree, made once, under the cache)."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", rev], capture_output=True, text=True, check=True).stdout.strip()
+    path = CACHE / f"base-{commit[:12]}"
+    if not path.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit], check=True,
+                       stdout=subprocess.DEVNULL)
+    return path
+
+
 def main() -> int:
+    from corpus import fleet_log
+    from triage.kb import load_rules
+    from triage.stream.prefilter import Prefilter
+    from triage.stream.records import FAST_JSON as FAST_JSON_DEFAULT
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=int, default=300, help="size of the generated log (default 300)")
-    parser.add_argument("--incidents", type=int, default=40, help="real incident logs sprinkled in (default 40)")
+    parser.add_argument("--mb", type=int, default=150, help="MB of log text in the healthy runs and failures (default 150)")
+    parser.add_argument("--incidents", type=int, default=40, help="real failure logs placed among them (default 40)")
+    parser.add_argument("--pods", type=int, default=12, help="pods of the Fluent Bit file (default 12)")
+    parser.add_argument("--bulk", metavar="CLEAN_LOG", help="replicate this one corpus/clean log (a stem) instead of all")
     parser.add_argument("--envelope", default="plain,fluentbit", help="plain, fluentbit, or both (default)")
-    parser.add_argument("--regenerate", action="store_true", help="rebuild the cached log")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each command; the median is shown (default 3)")
+    parser.add_argument("--regenerate", action="store_true", help="rebuild the cached files")
+    parser.add_argument("--parsers", default="orjson,json",
+                        help="also run the JSON file with these record parsers (DS_TRIAGE_JSON; default orjson,json)")
+    parser.add_argument("--base", metavar="REV", help="also run `stream` as of this git revision (a worktree), in turn with this one")
+    parser.add_argument("stream_args", nargs="*", help="more options for `ds-triage stream` (after --)")
     args = parser.parse_args()
-    cases = incident_cases()
-    results = [run(envelope.strip(), args, cases) for envelope in args.envelope.split(",")]
+
+    rules = load_rules()
+    cases = incident_cases(rules)
+    chosen = [cases[i * len(cases) // args.incidents] for i in range(args.incidents)]
+    fleet = fleet_log.jobs(args.mb * 1_000_000, [(n, lines) for n, lines, _ in chosen],
+                           fleet_log.clean_logs(args.bulk), args.pods)
+    outcome = {name: want for name, _, want in chosen}
+    expected = [(job.pod, outcome[job.name]) for job in fleet if job.failure]
+    CACHE.mkdir(exist_ok=True)
+    patterns = CACHE / "prefilter.ere"
+    patterns.write_text(Prefilter(rules.rules).grep_pattern() + "\n")
+    global FAST_JSON
+    FAST_JSON = FAST_JSON_DEFAULT
+    args.base_root = worktree(args.base) if args.base else None
+    env = dict(os.environ, LC_ALL="C", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    print(f"{sys.executable} {shlex.join(sys.argv)}   ({os.cpu_count()} CPUs; {patterns}: the prefilter's literals as one ERE)")
+    results = [bench(e.strip(), fleet, expected, patterns, args, env) for e in args.envelope.split(",")]
     return 0 if all(results) else 1
 
 

@@ -123,3 +123,47 @@ def test_malformed_lines_are_counted_not_fatal_and_bad_bytes_survive():
     assert "\ufffd" in records[2].text and TRACEBACK in records[2].text
     strict = Decoder("docker")
     assert strict.decode(cut) == [] and strict.stats["malformed"] == 1
+
+
+def _search_decoder(format="auto", *fields):
+    """A Decoder that finds every field by the per-record search, with the standard library's parser."""
+    decoder = Decoder(format, *fields)
+    decoder._loads = None
+    decoder._plan = lambda obj: None
+    return decoder
+
+
+AWKWARD = [
+    json.dumps({"log": TRACEBACK + "\n", "kubernetes": {"pod_name": 18446744073709551616, "host": True}}),  # past 64 bits
+    '{"log": "a\\ud800b\\n", "kubernetes": {"pod_name": "p"}}',  # a lone surrogate
+    '{"log": "nan\\n", "date": NaN, "kubernetes": {"pod_name": "p"}}',
+    '{"log": "big\\n", "date": 1e400}',
+    '{"message": {"nested": 1}, "log": 7, "msg": "third choice", "kubernetes": {"pod": {"name": "n"}}}',
+    '{"log": "no newline", "stream": "stderr", "time": "2026-12-02T21:05:50Z"}',  # a Docker partial line
+    '{"log": "x\\n", "stream": "stderr", "kubernetes": "not an object", "host": {"name": "h"}}',
+    '{"kubernetes.pod_name": "flat", "log": "dotted\\n"}',
+    '{"index": {"_index": "x"}}',
+    '{"hits": {"hits": [{"_source": {"message": "in a search answer"}}]}}',
+    '{"labels": {"pod": "p"}, "line": "logcli", "timestamp": "t"}',
+    '{"date": 1.5, "log": "caf\\u00e9 \\"quoted\\"\\n", "kubernetes": {"pod_name": "trainer-0"}}',
+]
+
+
+@pytest.mark.parametrize("parser", ["msgspec", "orjson", "json"])
+@pytest.mark.parametrize("format", ["auto", "json", "fluentbit", "elasticsearch"])
+def test_parsers_and_field_plans_give_what_the_search_gives(parser, format):
+    """The fast parsers read the bytes and each record shape's field paths are worked out once:
+    the records are those the standard library and the per-record search give (msgspec keeps
+    integers of any size; orjson makes one past 64 bits a float, hence not the default)."""
+    from triage.stream.records import fast_parser
+
+    name, loads = fast_parser(parser)
+    if name != parser:
+        pytest.skip(f"{parser} is not installed")
+    fast = Decoder(format)
+    fast._loads = loads
+    lines = AWKWARD if parser != "orjson" else AWKWARD[1:]
+    raws = [line.encode() for line in lines] + [b"\xff" + lines[0].encode()]
+    want = _search_decoder(format)
+    assert decode_all(fast, raws) == decode_all(want, raws)
+    assert fast.stats == want.stats

@@ -32,6 +32,7 @@ from triage.stream.prefilter import Hint, Prefilter
 from triage.stream.records import Key, Record
 from triage.logs.torchrun import _ROOT as TORCHRUN_ROOT
 
+MAX_FILTERED = 32  # open streams the scanner tells by their literals; past this it decodes every line
 CONTEXT_LINE = 1024  # characters kept of a remembered context line
 # A traceback's frames and a long message's indented lines ("\tsize mismatch for ...") hold
 # no trigger but belong to the incident: right after a trigger they do not count towards `gap`.
@@ -70,6 +71,7 @@ class Window:
     quiet: int = 0  # lines since the last trigger
     continuing: bool = False  # the last line was a trigger or continued one (indented)
     in_summary: bool = False  # inside torchrun's "Root Cause" box
+    literal: bytes | None = None  # bytes every raw line of its stream holds (scan.py), if any
     done: bool = False
     closed_by: str = ""
     _head_bytes: int = 0
@@ -149,11 +151,20 @@ class Assembler:
         self.held = 0  # bytes held by the open incidents
         self.now = 0.0  # the latest time seen, for lines flushed outside add()
         self._seq = 0  # orders remembered context lines that share a line number
+        # Asked when an incident opens: bytes every raw line of the stream holds (the scanner
+        # decodes only the lines that hold one); None: every line must be read.
+        self.literal_of: Callable[[Key], bytes | None] = lambda key: None
+        self.unfiltered = 0  # open incidents without a literal
 
     @property
     def busy(self) -> bool:
         """Some stream is mid-incident or mid-line: every line must be decoded and routed."""
         return bool(self.open) or self.partials > 0
+
+    @property
+    def every_line(self) -> bool:
+        """Busy, and some open stream's lines cannot be told by a literal: decode every line."""
+        return self.partials > 0 or self.unfiltered > 0 or len(self.open) > MAX_FILTERED
 
     def add(self, record: Record, no: int, hint: Hint | None, now: float) -> None:
         """One record. `hint`: what the raw line's literals say (prefilter.NO_HIT when it held
@@ -175,6 +186,15 @@ class Assembler:
             self._clear_partial(state)
         for line in text.split("\n"):
             self._line(record.key, state, line, no, record.time, hint, now)
+
+    def owns(self, key: Key) -> bool:
+        """The stream has an incident open or a split line begun: its records go in, in order."""
+        state = self.streams.get(key)
+        return state is not None and (state.window is not None or bool(state.partial))
+
+    def touch(self, key: Key) -> None:
+        """The stream was seen (it is the most recent; remembered if new)."""
+        self._stream(key)
 
     def remember_match(self, key: Key, check: int, no: int, text: str) -> None:
         """A context line found outside the routing (scan.py settles runs of them at once)."""
@@ -220,7 +240,8 @@ class Assembler:
                 self._close(next(iter(self.open)), "evicted")
             # (line no, seq): in input order, also for the many records of one line (a Loki answer)
             context = [text for _, _, text in sorted(state.context.values())]
-            window = state.window = Window(key, no, now, context, self.limits)
+            window = state.window = Window(key, no, now, context, self.limits, literal=self.literal_of(key))
+            self.unfiltered += window.literal is None
             self.open[key] = window
         for check in checks:  # after opening: a trigger line is in its window, not its context
             self._seq += 1
@@ -274,6 +295,7 @@ class Assembler:
     def _close(self, key: Key, reason: str) -> None:
         window = self.open.pop(key)
         self.held -= window.held
+        self.unfiltered -= window.literal is None
         window.closed_by = reason
         state = self.streams.get(key)
         if state is not None and state.window is window:

@@ -28,8 +28,8 @@ from triage.logs import torchrun, tracebacks
 from triage.kb.model import Conditions, Regex, Rule
 from triage.logs.normalize import ANSI, strip_prefixes
 from triage.logs.runs import RUN_START_TEXTS
-from triage.stream.literals import encodings, required
-from triage.stream.records import PARTIAL_MARKERS
+from triage.stream.literals import encodings, looks_around, looks_behind, required
+from triage.stream.records import NOT_PLAIN_MARKERS, PARTIAL_MARKERS
 
 try:
     import hyperscan
@@ -55,6 +55,16 @@ class ContextCheck:
     literals: tuple[Literal, ...]
     used_by: tuple[str, ...]  # "DS-P003 pattern", "DS-R002 boost", ...
     run_scoped: bool = False  # a run_line: forgotten when a new run starts (a `line` is not)
+
+    @property
+    def raw_first(self) -> bool:
+        """A raw line it does not match cannot match once its prefixes are cut (a cheap no)."""
+        return not looks_behind(self.regex.pattern, self.regex.flags)
+
+    @property
+    def anywhere(self) -> bool:
+        """It matches a piece of text whatever stands around it (no anchor, boundary, lookaround)."""
+        return not looks_around(self.regex.pattern, self.regex.flags)
 
     @property
     def search(self):
@@ -140,6 +150,10 @@ class Prefilter:
         by_length = sorted(context_literals, key=lambda lit: (-len(lit.text), lit.text))
         self._context_text = re.compile("|".join(_pattern(lit) for lit in by_length))
         self._checks_of = {_fold(lit): self._implied(lit) for lit in context_literals}
+        self._raw_first = [check.raw_first for check in self.context]
+        self._anywhere = [check.anywhere for check in self.context]
+        # The same tests on ASCII bytes, without decoding them (on ASCII, bytes and str regexes agree)
+        self._ascii = [_ascii_regex(check.regex) if check.raw_first else None for check in self.context]
         self._hints: dict[tuple[int, ...], Hint] = {}
 
     def _implied(self, lit: Literal) -> frozenset[int]:
@@ -189,6 +203,7 @@ class Prefilter:
                 found = match.group(0)
                 candidates |= self._checks_of.get(found) or self._checks_of.get(found.lower(), frozenset())
                 match = self._context_text.search(text, match.start() + 1)
+        candidates = [i for i in candidates if self._may_match(i, text)]
         if not candidates:
             return []
         text = _rule_text(text)
@@ -196,7 +211,32 @@ class Prefilter:
 
     def check_matches(self, check: int, raw: str) -> bool:
         """Does context check `check` match this raw line, read as classify reads it?"""
-        return self.context[check].regex.search(_rule_text(raw)) is not None
+        return self._may_match(check, raw) and self.context[check].regex.search(_rule_text(raw)) is not None
+
+    def none_in_record(self, checks: frozenset[int], raw: bytes) -> bool:
+        """True when no record of this raw JSON line can match any of `checks`: every string in
+        it stands unescaped (its only escapes are the newlines ending strings) and no check
+        matches anywhere in the line. False when that cannot be told from the bytes."""
+        if raw.count(b"\\") != raw.count(b'\\n"') or not all(self._anywhere[c] for c in checks):
+            return False
+        if raw.isascii() and all(self._ascii[c] for c in checks):
+            return not any(self._ascii[c].search(raw) for c in checks)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return not any(self.context[c].regex.search(text) for c in checks)
+
+    def may_match_ascii(self, check: int, data: bytes, start: int, end: int) -> bool:
+        """False when the line data[start:end], which the caller knows to be ASCII without an
+        escape character, shows that the check cannot match it (as _may_match, undecoded)."""
+        regex = self._ascii[check]
+        return regex is None or regex.search(data, start, end) is not None
+
+    def _may_match(self, check: int, raw: str) -> bool:
+        """False when the raw line alone shows the check cannot match (cutting its prefixes
+        costs more than the search)."""
+        return not self._raw_first[check] or "\x1b" in raw or self.context[check].regex.search(raw) is not None
 
     def grep_pattern(self) -> str:
         """The same literals as one POSIX extended regex, for `grep -E` side by side."""
@@ -206,17 +246,15 @@ class Prefilter:
 
 class HyperscanMatcher:
     """Hyperscan databases over the forms: every occurrence of every form (overlaps too) with
-    its id; where the trigger and run-start forms stand; which context forms occur at all."""
+    its id; and whether a JSON record or a CRI line may start in a block."""
 
     complete = True
 
     def __init__(self, forms: tuple[Form, ...]):
         self._lengths = [len(f.data) for f in forms]
-        everything = range(len(forms))
-        self._all = self._database(forms, everything)
-        self._stops = self._database(forms, [i for i in everything if forms[i].stop])
-        context = [i for i in everything if not forms[i].stop]
-        self._context = self._database(forms, context, hyperscan.HS_FLAG_SINGLEMATCH)
+        self._all = self._database(forms, range(len(forms)))
+        markers = tuple(Form(m, Literal(m.decode()), False, frozenset()) for m in NOT_PLAIN_MARKERS)
+        self._markers = self._database(markers, range(len(markers)), hyperscan.HS_FLAG_SINGLEMATCH)
 
     @staticmethod
     def _database(forms, ids, extra: int = 0):
@@ -239,18 +277,13 @@ class HyperscanMatcher:
         found.sort()
         return found
 
-    def stop_starts(self, data: bytes) -> list[int]:
-        """Where the forms stand that need their line looked at alone (triggers, run starts)."""
-        found: list[int] = []
-        lengths = self._lengths
-        self._stops.scan(data, match_event_handler=lambda i, _s, end, _f, _c: found.append(end - lengths[i]))
-        found.sort()
-        return found
-
-    def context_present(self, data: bytes) -> set[int]:
-        found: set[int] = set()
-        self._context.scan(data, match_event_handler=lambda i, _s, _e, _f, _c: found.add(i))
-        return found
+    def any_marker(self, data: bytes) -> bool:
+        """Whether a JSON record or a CRI line may start in `data` (records.NOT_PLAIN_MARKERS)."""
+        try:
+            self._markers.scan(data, match_event_handler=lambda *_: True)  # the first one stops the scan
+        except hyperscan.ScanTerminated:
+            return True
+        return False
 
 
 class _Nothing:
@@ -272,6 +305,15 @@ class ReMatcher:
 
     def hits(self, data: bytes) -> list[tuple[int, int]]:
         return [(m.start(), -1) for m in self.regex.finditer(data)]
+
+
+def _ascii_regex(regex: Regex):
+    if not regex.pattern.isascii():
+        return None
+    try:
+        return re.compile(regex.pattern.encode("ascii"), regex.flags)
+    except re.error:  # e.g. a (?u) flag, which bytes patterns refuse
+        return None
 
 
 def _pattern(lit: Literal) -> str:

@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 Key = tuple[tuple[str, str], ...]  # (field, value) pairs naming one stream; () for plain input
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):  # a tuple: made for every decoded record, ~7x cheaper than a frozen dataclass
     key: Key
     text: str
     time: object = None  # as the record gives it (RFC 3339 text, epoch number): see time_text()
@@ -78,8 +79,34 @@ LOOKS_JSON = re.compile(r'[ \t\ufeff]*(?:\{\s*(?:"|\}$)|\[\s*(?:[\[{]|\]$))')
 # The same tests on raw bytes: a line that may be JSON or CRI goes through decode().
 _NOT_PLAIN = re.compile(rb'[ \t]*(?:\xef\xbb\xbf)?(?:\{\s*(?:"|\})|\[\s*[\[{\]]|\d{4}-\d\d-\d\dT\S+ std(?:out|err) )')
 # Where a JSON record or a CRI line may start inside a buffer (a superset, to be safe).
-_NOT_PLAIN_MARKERS = (b"\n{", b"\n[{", b"\n[[", b" stdout ", b" stderr ")
+NOT_PLAIN_MARKERS = (b"\n{", b"\n[{", b"\n[[", b" stdout ", b" stderr ")
 _BULK_ACTIONS = {"index", "create", "update", "delete"}
+
+
+def fast_parser(name: str | None = None):
+    """(name, parse) of the parser for one JSON record in bytes, or (json, None) for the standard
+    library's. msgspec (the `fast` extra) is the default: about 3x the standard library per
+    shipper record and the same values (integers of any size). orjson is a little faster
+    still, but reads an integer past 64 bits as a float, so a record naming its stream by one
+    would name another: only on request (DS_TRIAGE_JSON=orjson, for benchmarks/bench_stream.py).
+    Either way a record it refuses (NaN, a lone surrogate, a huge exponent) goes to the
+    standard library, which decides as before."""
+    name = name or os.environ.get("DS_TRIAGE_JSON") or "msgspec"
+    try:
+        if name == "msgspec":
+            import msgspec
+
+            return name, msgspec.json.Decoder().decode
+        if name == "orjson":
+            import orjson
+
+            return name, orjson.loads
+    except ImportError:
+        pass
+    return "json", None
+
+
+FAST_JSON, _FAST_LOADS = fast_parser()
 
 
 @dataclass
@@ -96,15 +123,20 @@ class Decoder:
         keys = tuple((k,) for k in self.key_fields) if self.key_fields else base.keys
         self.fields = Fields(self.message_fields or base.message, keys, base.time)
         self._explicit_keys = self.key_fields is not None
+        self._plans: dict[tuple, _Plan | None] = {}  # a record's top-level keys -> where its fields are
+        self._loads = _FAST_LOADS if self.format not in ("plain", "cri") else None
 
-    def plain_chunk(self, data: bytes) -> bool:
-        """Every line of `data` is a plain log line (so every one is in the stream ())."""
+    def plain_chunk(self, data: bytes, any_marker=None) -> bool:
+        """Every line of `data` is a plain log line (so every one is in the stream ()).
+        `any_marker(data)`: whether one of NOT_PLAIN_MARKERS is in it (one Hyperscan pass)."""
         if self.format == "plain":
             return True
         if self.format != "auto" or _NOT_PLAIN.match(data):
             return False
+        if any_marker is not None:
+            return not any_marker(data)
         # A few substring searches beat a multi-line regex over a megabyte by far.
-        return not any(marker in data for marker in _NOT_PLAIN_MARKERS)
+        return not any(marker in data for marker in NOT_PLAIN_MARKERS)
 
     def plain_text(self, raw: bytes) -> str | None:
         """The text of a raw line that is a plain log line (no JSON, no CRI prefix), else None."""
@@ -114,6 +146,13 @@ class Decoder:
         return None
 
     def decode(self, raw: bytes) -> list[Record]:
+        if self._loads is not None and raw[:2] == b'{"':
+            try:  # the common case, parsed from the bytes; anything unusual takes the path below
+                value = self._loads(raw)
+            except ValueError:
+                pass
+            else:
+                return self.from_value(value)
         text = raw.decode("utf-8", errors="replace")
         if text.endswith("\r"):
             text = text[:-1]
@@ -139,6 +178,15 @@ class Decoder:
 
     def from_value(self, value) -> list[Record]:
         """Records of one parsed JSON value (one record, a batch, a store's response)."""
+        if type(value) is dict:
+            plan = self._plan(value)
+            if plan is not None and plan.single:  # one record, its fields found where the last one's were
+                decoded = plan.read(value, self.format)
+                if decoded is None:
+                    self.stats["no_message"] += 1
+                    return []
+                self.stats["records"] += 1
+                return [decoded]
         if not isinstance(value, (dict, list)):
             return self._malformed()
         out = []
@@ -153,7 +201,22 @@ class Decoder:
                 out.append(decoded)
         return self._count(out)
 
+    def _plan(self, obj: dict) -> _Plan | None:
+        shape = tuple(obj)
+        try:
+            return self._plans[shape]
+        except KeyError:
+            pass
+        plan = None if any("." in key for key in shape) else _Plan(self.fields, shape)
+        if len(self._plans) < 256:
+            self._plans[shape] = plan
+        return plan
+
     def _record(self, obj: dict, labels: dict | None) -> Record | None:
+        if labels is None:
+            plan = self._plan(obj)
+            if plan is not None:
+                return plan.read(obj, self.format)
         lookup = _lookup_in(obj)
         text = next((v for name in self.fields.message if isinstance(v := lookup(obj, name), str)), None)
         if text is None:
@@ -187,6 +250,61 @@ class Decoder:
     def _malformed(self) -> list[Record]:
         self.stats["malformed"] += 1
         return []
+
+
+_BATCH_KEYS = {"data", "streams", "hits", "_source", "labels"}
+
+
+class _Plan:
+    """Where a record of one shape (its top-level keys, none dotted) keeps its fields: the
+    paths of Decoder.fields that can hold anything in it, split once. Reading a record with it
+    gives what Decoder._record's search gives, in a few dict lookups."""
+
+    def __init__(self, fields: Fields, shape: tuple):
+        present = set(shape)
+
+        def paths(names):  # (name, first part, the other parts)
+            split = [(name, name.split(".")) for name in names]
+            return tuple((name, parts[0], tuple(parts[1:])) for name, parts in split if parts[0] in present)
+
+        self.message = paths(fields.message)
+        self.time = paths(fields.time)
+        self.keys = tuple(p for p in (paths(names) for names in fields.keys) if p)
+        self.docker = "log" in present and present <= _DOCKER_KEYS
+        # _expand yields such a value as the one record it is
+        self.single = not (present & _BATCH_KEYS) and len(shape) != 1
+
+    def read(self, obj: dict, format: str) -> Record | None:
+        text = when = None
+        for _, first, rest in self.message:
+            text = obj.get(first)
+            for part in rest:
+                text = text.get(part) if isinstance(text, dict) else None
+            if isinstance(text, str):
+                break
+        else:
+            return None
+        partial = False
+        if text.endswith("\n"):
+            text = text[:-1]
+        elif self.docker and format in ("auto", "json", "docker"):
+            partial = True  # Docker json-file: a line longer than 16 KiB, continued in the next record
+        for _, first, rest in self.time:
+            when = obj.get(first)
+            for part in rest:
+                when = when.get(part) if isinstance(when, dict) else None
+            if when is not None:
+                break
+        pairs = []
+        for paths in self.keys:
+            for name, first, rest in paths:
+                value = obj.get(first)
+                for part in rest:
+                    value = value.get(part) if isinstance(value, dict) else None
+                if value is not None and not isinstance(value, (dict, list)):
+                    pairs.append((name, str(value)))
+                    break
+        return Record(tuple(pairs), text, when, partial)
 
 
 def _expand(value):

@@ -1,18 +1,43 @@
-"""Raw bytes -> lines -> records -> the assembler, skipping chatter without decoding it.
+"""Raw bytes -> lines -> records -> the assembler, building Python objects only where they matter.
 
-While no incident is open, the scanner jumps from one trigger line to the next (prefilter.py
-says where they stand in the buffer); the lines in between are only counted, except the
-context lines rules read (DeepSpeed's per-step "step=.., skipped=.." line, the config dump):
-for each context check only its newest matching line is decoded and kept. While an incident
-is open every line is decoded and routed to its stream, since its frames and messages hold
-no trigger word but belong to it.
+Each block the reader hands over (megabytes) is searched once, whole, for every prefilter
+literal (Hyperscan, prefilter.py); the answer says which lines hold a literal and which. Then:
+
+* a line with no literal while no incident is open is only counted: never cut out, never
+  decoded;
+* a trigger, run-start or partial line is decoded and routed to its stream, in order;
+* a context line (a rule reads it from anywhere before the failure: DeepSpeed's per-step
+  "step=.., skipped=.." line, the config dump): in a plain block (one stream) only the
+  newest line of each context check before the next routed line is decoded, found from the
+  end. In a JSON block a line whose bytes show that none of its checks can match is
+  skipped; the others are decoded (each names its own stream) and wait, per stream, until a
+  line of that stream is routed or the block ends: then only the newest record matching
+  each check is remembered (a stream's least-recent place, which matters only past
+  `max_streams` streams, is set when they are);
+* while incidents are open, every line of their streams is decoded and routed, since their
+  frames and messages hold no literal but belong to them. A JSON record names its stream in
+  its own bytes: each open stream has a literal (its pod name as JSON writes it, assemble.py
+  asks `_literal` when it opens), and only the lines holding one of those are decoded. A
+  stream without one (plain text, a number for a name), a stream mid-way through a split
+  line, or more than assemble.MAX_FILTERED open streams: every line is decoded, as before.
+
+The per-line path (every line decoded, its text searched) gives the same incidents: the
+tests compare them on corpus logs, plain and in envelopes.
 """
 
 from __future__ import annotations
 
+import bisect
+import json
+import re
+
 from triage.stream.assemble import Assembler
 from triage.stream.prefilter import NO_HIT, Hint, Prefilter
-from triage.stream.records import Decoder
+from triage.stream.records import Decoder, Key
+
+# A key value whose JSON text is the same whatever the encoder writes it: printable ASCII that
+# no encoder escapes (not `"`, `\\`, `/`, `<`, `>`, `&`).
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9 _.:;,!#$%'()*+=?@^`{|}~\[\]-]+")
 
 
 class Scanner:
@@ -23,12 +48,18 @@ class Scanner:
         self.forms = prefilter.forms
         self.matcher = prefilter.matcher
         self.assembler = assembler
+        assembler.literal_of = self._literal
         self.decode_all = decode_all  # decode every line: exact malformed counts, slower
         self.max_raw_line = max_raw_line  # a longer line without a newline is cut here
         self.lines = 0
         self.bytes = 0
         self.cut_lines = 0
         self._rest = b""
+        self._raw = b""  # the line being routed (for _literal)
+        self._ascii_block: tuple[bytes | None, bool] = (None, False)
+        self._later: dict[Key, list] = {}  # stream -> its JSON context records waiting (_defer)
+        self._unread_tried: dict[frozenset, list[int]] = {}
+        self._partials = decoder.format in ("auto", "json", "docker")  # records may be split lines
 
     def feed(self, data: bytes, now: float) -> None:
         self.bytes += len(data)
@@ -42,80 +73,262 @@ class Scanner:
             buf, end = buf + b"\n", len(buf) + 1
         self._rest = buf[end:]
         data = buf[:end] if end < len(buf) else buf
-        (self._scan if self.matcher.complete else self._scan_lines)(data, now)
+        (self._block if self.matcher.complete else self._scan_lines)(data, now)
 
     def finish(self, now: float) -> None:
         if self._rest:  # the last line had no newline
             rest, self._rest = self._rest + b"\n", b""
-            (self._scan if self.matcher.complete else self._scan_lines)(rest, now)
+            (self._block if self.matcher.complete else self._scan_lines)(rest, now)
         self.assembler.finish(now)
 
-    def _scan(self, data: bytes, now: float) -> None:
-        """Whole lines of `data` (it ends with a newline), with Hyperscan's answers."""
-        triggers = self.matcher.stop_starts(data)  # triggers and run starts, each seen alone
-        present = self.matcher.context_present(data)
-        plain = bool(present) and self.decoder.plain_chunk(data) and not any(self.forms[f].literal.ignore_case for f in present)
-        pos = t = 0
-        while pos < len(data):
-            if self.decode_all or self.assembler.busy:
-                end = data.find(b"\n", pos)
-                self._line(data[pos:end], now)
+    # Hyperscan: one search over the block says where every literal stands
+
+    def _block(self, data: bytes, now: float) -> None:
+        """Whole lines of `data` (it ends with a newline)."""
+        hits = self.matcher.hits(data)
+        if self.decoder.plain_chunk(data, self.matcher.any_marker):
+            self._plain_block(data, hits, now)
+            return
+        forms = self.forms
+        pos = i = 0
+        while i < len(hits):
+            start, end, ids, i = self._line_at(data, hits, i, pos)
+            if start > pos:
+                self._quiet(data, pos, start, now)
+            pos = end + 1
+            if not (self.decode_all or any(forms[f].stop for f in ids)):  # a context line alone
+                self.lines += 1
+                if not self._unread(data[start:end], ids):
+                    self._defer(data[start:end], ids, self.lines, now)
+                continue
+            self._route(data[start:end], ids, now)
+        self._quiet(data, pos, len(data), now)
+        for key in list(self._later):
+            self._flush(key)
+
+    def _plain_block(self, data: bytes, hits: list[tuple[int, int]], now: float) -> None:
+        """One stream: from one line that must be routed (a trigger, a run start, a split line)
+        to the next, only the newest line matching each context check is looked for, from the
+        end; while an incident is open every line is routed in order."""
+        stops = [k for k, (_, form) in enumerate(hits) if self.forms[form].stop]
+        pos = i = s = 0
+        while True:
+            if not (self.decode_all or self.assembler.busy):
+                while s < len(stops) and stops[s] < i:
+                    s += 1
+                stop = data.rfind(b"\n", pos, hits[stops[s]][0]) + 1 or pos if s < len(stops) else len(data)
+                k = bisect.bisect_left(hits, (stop, -1), i)
+                if k > i:
+                    self._newest(data, hits, i, k, pos, now)
+                self.lines += data.count(b"\n", pos, stop)
+                pos, i = stop, k
+            if i >= len(hits):
+                break
+            start, end, ids, i = self._line_at(data, hits, i, pos)
+            if start > pos:
+                self._quiet(data, pos, start, now)
+            pos = end + 1
+            self._route(data[start:end], ids, now)
+        self._quiet(data, pos, len(data), now)
+
+    @staticmethod
+    def _line_at(data: bytes, hits: list[tuple[int, int]], i: int, pos: int) -> tuple[int, int, list[int], int]:
+        """The line of hit i: its start and end, the forms on it, the index of the next line's first hit."""
+        at = hits[i][0]
+        start = data.rfind(b"\n", pos, at) + 1 or pos
+        end = data.find(b"\n", at)
+        ids = []
+        while i < len(hits) and hits[i][0] < end:
+            ids.append(hits[i][1])
+            i += 1
+        return start, end, ids, i
+
+    def _quiet(self, data: bytes, pos: int, stop: int, now: float) -> None:
+        """Lines [pos, stop) hold no literal: skipped, unless an open incident's stream may own them."""
+        a = self.assembler
+        while pos < stop:
+            if not (self.decode_all or a.busy):
+                self.lines += data.count(b"\n", pos, stop)
+                return
+            if self.decode_all or a.every_line:
+                end = data.find(b"\n", pos, stop)
+                self._route(data[pos:end], (), now)
                 pos = end + 1
                 continue
-            while t < len(triggers) and triggers[t] < pos:
-                t += 1
-            if t < len(triggers):  # the next trigger's line starts here
-                stop = data.rfind(b"\n", pos, triggers[t]) + 1 or pos
-            else:
-                stop = len(data)
-            if stop > pos:
-                if present:
-                    self._context(data, pos, stop, present, plain, now)
-                else:
-                    self.lines += data.count(b"\n", pos, stop)
-                pos = stop
-            if t < len(triggers):
-                end = data.find(b"\n", pos)
-                self._line(data[pos:end], now)
+            starts = self._owned(data, pos, stop, [w.literal for w in a.open.values()])
+            for start in starts:
+                self.lines += data.count(b"\n", pos, start)
+                end = data.find(b"\n", start, stop)
+                self._route(data[start:end], (), now)
                 pos = end + 1
-
-    def _context(self, data: bytes, pos: int, stop: int, present: set[int], plain: bool, now: float) -> None:
-        """Lines [pos, stop) hold no trigger and no incident is open: keep context lines only."""
-        if not plain:
-            self._scan_lines(data[pos:stop], now)  # JSON: each context line names its own stream
-            return
-        for check in set().union(*(self.forms[f].checks for f in present)):
-            self._newest(data, pos, stop, check, [f for f in present if check in self.forms[f].checks])
-        self.lines += data.count(b"\n", pos, stop)
-
-    def _newest(self, data: bytes, pos: int, stop: int, check: int, forms: list[int]) -> None:
-        """Plain lines: the newest line in [pos, stop) that matches the check, found from the end."""
-        limits = {f: stop for f in forms}
-        while limits:
-            at, form = max((data.rfind(self.forms[f].data, pos, limit), f) for f, limit in limits.items())
-            if at < 0:
+                if a.every_line:  # a split line began: from here on every line is read
+                    break
+            else:
+                self.lines += data.count(b"\n", pos, stop)
                 return
+
+    @staticmethod
+    def _owned(data: bytes, pos: int, stop: int, literals: list[bytes]) -> list[int]:
+        """Starts of the lines in [pos, stop) that hold one of the literals, in order."""
+        starts = set()
+        for literal in set(literals):
+            at = data.find(literal, pos, stop)
+            while at >= 0:  # data[stop - 1] is a newline: each line found ends before stop
+                starts.add(data.rfind(b"\n", pos, at) + 1 or pos)
+                at = data.find(literal, data.find(b"\n", at, stop) + 1, stop)
+        return sorted(starts)
+
+    def _newest(self, data: bytes, hits: list[tuple[int, int]], i: int, k: int, pos: int, now: float) -> None:
+        """Plain lines from pos hold context literals only (hits[i:k]) and nothing is routed among
+        them: for each check only the newest line that matches it is remembered, as routing every
+        line in order would leave it; the lines are walked from the end, until every check is settled."""
+        forms, prefilter = self.forms, self.prefilter
+        wanted = set().union(*(forms[f].checks for f in {form for _, form in hits[i:k]}))
+        ascii = self._ascii(data)
+        found = []
+        h = k
+        while wanted and h > i:
+            at = hits[h - 1][0]
             start = data.rfind(b"\n", pos, at) + 1 or pos
-            text = self.decoder.plain_text(data[start:data.find(b"\n", at)])
-            if self.prefilter.check_matches(check, text):
-                self.assembler.remember_match((), check, self.lines + data.count(b"\n", pos, start) + 1, text)
+            end = data.find(b"\n", at)
+            ids = []
+            while h > i and hits[h - 1][0] >= start:  # every literal on this line
+                h -= 1
+                ids.append(hits[h][1])
+            text = None
+            for check in prefilter.hint(sorted(ids)).checks & wanted:
+                if ascii and not prefilter.may_match_ascii(check, data, start, end):
+                    continue
+                if text is None:
+                    text = self.decoder.plain_text(data[start:end])
+                    if text is None:  # an indented JSON record after all: route the run's lines in order
+                        self._in_order(data, hits, i, k, pos, now)
+                        return
+                if prefilter.check_matches(check, text):
+                    wanted.discard(check)
+                    found.append((start, check, text))
+        for start, check, text in sorted(found):
+            no = self.lines + data.count(b"\n", pos, start) + 1
+            self.assembler.remember_match((), check, no, text)
+
+    def _in_order(self, data: bytes, hits: list[tuple[int, int]], i: int, k: int, pos: int, now: float) -> None:
+        base = self.lines
+        while i < k:
+            start, end, ids, i = self._line_at(data, hits, i, pos)
+            self._route(data[start:end], ids, now, base + data.count(b"\n", pos, start) + 1)
+
+    def _ascii(self, data: bytes) -> bool:
+        """The block is ASCII with no escape character (no colours): its lines can be tested undecoded."""
+        if self._ascii_block[0] is not data:
+            self._ascii_block = (data, data.isascii() and b"\x1b" not in data)
+        return self._ascii_block[1]
+
+    def _unread(self, raw: bytes, ids: list[int]) -> bool:
+        """A JSON context line that can change nothing: no open incident's stream may own it,
+        and its bytes show that none of its checks matches (prefilter.none_in_record)."""
+        a = self.assembler
+        if a.busy and (a.every_line or any(w.literal in raw for w in a.open.values())):
+            return False
+        if self._partials and b'\\n"' not in raw:
+            return False  # it may be the head of a Docker record split at 16 KiB: read it
+        checks = self.prefilter.hint(ids).checks
+        tried = self._unread_tried.setdefault(checks, [0, 0])  # [tries, lines skipped]
+        if tried[0] >= 256 and tried[1] * 16 < tried[0]:
+            return False  # lines with these checks nearly always match one (DeepSpeed's step line): just read them
+        tried[0] += 1
+        if self.prefilter.none_in_record(checks, raw):
+            tried[1] += 1
+            return True
+        return False
+
+    def _route(self, raw: bytes, forms, now: float, no: int = 0) -> None:
+        """Decode one line and route its records, with what its literals say. `no`: the line's
+        number when it was counted already."""
+        hint: Hint = self.prefilter.hint(forms) if forms else NO_HIT
+        if not no:
+            self.lines += 1
+            no = self.lines
+        self._raw = raw
+        for record in self.decoder.decode(raw):
+            if self._later:
+                self._flush(record.key)
+            self.assembler.add(record, no, hint, now)
+
+    def _defer(self, raw: bytes, forms, no: int, now: float) -> None:
+        """A JSON context line: its records wait, per stream, until a line of their stream is
+        routed or the block ends; then only the newest that matches each check is remembered
+        (_flush). Records of a stream with an open incident or a split line go in at once."""
+        hint = self.prefilter.hint(forms)
+        self._raw = raw
+        for record in self.decoder.decode(raw):
+            if record.partial or self.assembler.owns(record.key):
+                if self._later:
+                    self._flush(record.key)
+                self.assembler.add(record, no, hint, now)
+            else:
+                self._later.setdefault(record.key, []).append((no, record, hint))
+
+    def _flush(self, key: Key) -> None:
+        """What routing a stream's waiting context records in order would have remembered."""
+        waiting = self._later.pop(key, None)
+        if not waiting:
+            return
+        self.assembler.touch(key)
+        wanted = set().union(*(hint.checks for _, _, hint in waiting))
+        found = []
+        for n in range(len(waiting) - 1, -1, -1):
+            no, record, hint = waiting[n]
+            if not hint.checks & wanted:
+                continue
+            parts = record.text.split("\n")  # as the assembler splits a record's text
+            for p in range(len(parts) - 1, -1, -1):
+                for check in hint.checks & wanted:
+                    if self.prefilter.check_matches(check, parts[p]):
+                        wanted.discard(check)
+                        found.append((no, n, p, check, parts[p]))
+            if not wanted:
+                break
+        for no, _, _, check, text in sorted(found):
+            self.assembler.remember_match(key, check, no, text)
+
+    def _literal(self, key: Key) -> bytes | None:
+        """Bytes every raw line of the stream `key` holds (it just opened an incident on the line
+        being routed): the JSON text of its most distinctive name. None: read every line."""
+        raw = self._raw
+        best, best_shared = None, None
+        for name, value in key:
+            if value in ("True", "False") or not _PLAIN_VALUE.fullmatch(value) or _is_number(value):
+                continue  # a number or a boolean stands in the record unquoted
+            literal = json.dumps(value).encode()
+            if literal not in raw:
+                continue
+            shared = sum(1 for other in self._recent_keys() if (name, value) in other)
+            if best is None or (shared, -len(literal)) < (best_shared, -len(best)):
+                best, best_shared = literal, shared
+        return best
+
+    def _recent_keys(self, n: int = 64):
+        streams = self.assembler.streams
+        for count, key in enumerate(reversed(streams)):
+            if count >= n:
                 return
-            limits[form] = at
+            yield key
+
+    # The standard library's `re` fallback: every line holding a literal is routed, its text searched
 
     def _scan_lines(self, data: bytes, now: float) -> None:
-        """Every line holding any form is routed; the rest is skipped unless an incident is open."""
         hits = self.matcher.hits(data)
         pos = i = 0
         while i < len(hits):
             at = hits[i][0]
             start = data.rfind(b"\n", pos, at) + 1 or pos
             end = data.find(b"\n", at)
-            forms = []
-            while i < len(hits) and hits[i][0] < end:  # every hit on this line
-                forms.append(hits[i][1])
+            while i < len(hits) and hits[i][0] < end:
                 i += 1
             self._between(data, pos, start, now)
-            self._line(data[start:end], now, forms)
+            self.lines += 1
+            for record in self.decoder.decode(data[start:end]):
+                self.assembler.add(record, self.lines, None, now)
             pos = end + 1
         self._between(data, pos, len(data), now)
 
@@ -125,16 +338,15 @@ class Scanner:
                 self.lines += data.count(b"\n", pos, stop)
                 return
             end = data.find(b"\n", pos, stop)
-            self._line(data[pos:end], now)
+            self.lines += 1
+            for record in self.decoder.decode(data[pos:end]):
+                self.assembler.add(record, self.lines, None, now)
             pos = end + 1
 
-    def _line(self, raw: bytes, now: float, forms: list[int] | None = None) -> None:
-        """Decode one line and route its records, with what its literals say."""
-        hint: Hint | None = None  # the `re` fallback cannot tell: the text is searched
-        if self.matcher.complete:
-            if forms is None:
-                forms = [f for _, f in self.matcher.hits(raw)]
-            hint = self.prefilter.hint(forms) if forms else NO_HIT
-        self.lines += 1
-        for record in self.decoder.decode(raw):
-            self.assembler.add(record, self.lines, hint, now)
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
