@@ -106,6 +106,7 @@ SOURCE_REGEXES = {
     "triage.kb.api_history._IMPORT_NAME": "search",
     "triage.kb.api_history._NO_MODULE": "search",
     "triage.kb.messages._SPACE": "sub",
+    "triage.stream.scan._PLAIN_VALUE": "fullmatch",
     "triage.logs.normalize._RAY_REPEATED": "sub",
     "triage.probe.log_facts._QUOTED": "finditer",
     "triage.probe.model_claims.ADAPTER": "search",
