@@ -31,7 +31,7 @@ def register(subparsers) -> None:
 
 def add_arguments(parser) -> None:
     """The record and assembly options, shared with `ds-triage serve`."""
-    from triage.stream.assemble import Limits
+    from triage.stream.limits import Limits
     from triage.stream.records import FORMAT_NAMES
 
     d = Limits()

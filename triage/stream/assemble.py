@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from triage.logs.normalize import strip_prefixes
+from triage.stream.limits import Limits  # noqa: F401 - re-exported: the assembler's limits
 from triage.stream.prefilter import Hint, Prefilter
 from triage.stream.records import Key, Record
 from triage.logs.torchrun import _ROOT as TORCHRUN_ROOT
@@ -37,18 +38,6 @@ CONTEXT_LINE = 1024  # characters kept of a remembered context line
 # A traceback's frames and a long message's indented lines ("\tsize mismatch for ...") hold
 # no trigger but belong to the incident: right after a trigger they do not count towards `gap`.
 _CONTINUES = re.compile(r"[ \t]")
-
-
-@dataclass(frozen=True)
-class Limits:
-    gap: int = 400
-    idle: float = 10.0
-    max_lines: int = 2000
-    max_bytes: int = 1 << 20
-    max_line: int = 64 * 1024
-    max_open: int = 4096
-    max_held: int = 256 << 20  # bytes of lines held by all open incidents together
-    max_streams: int = 4096
 
 
 @dataclass
