@@ -89,16 +89,16 @@ def _blocks(view) -> list[Block]:
         text = fold(raw)
         out.append(Block(offset, text, raw, [exc.log_line], [0], exc))
         offset += len(text) + 1
+    if any(exc.frames for exc in view.exceptions):
+        return out  # a traceback holds the message in its exception: a long log's lines need no search
+    # No traceback to hold the message: it may stand near the end or on any error-ish line (with
+    # the lines around it, where a wrap at 80 columns put its rest).
     lines = view.lines
     chosen: set[int] = set(range(max(0, len(lines) - LAST_LINES), len(lines)))
-    if not any(exc.frames for exc in view.exceptions):
-        # No traceback to hold the message: it may stand on any error-ish line (with the lines
-        # around it, where a wrap at 80 columns put its rest). A log with a traceback has the
-        # message in the exception, and a 5,000-line log's chatter need not be searched.
-        for index in view.errorish_lines():
-            chosen.update(range(max(0, index - NEIGHBOURS), min(len(lines), index + NEIGHBOURS + 1)))
-            if len(chosen) >= MAX_BLOCK_LINES:
-                break
+    for index in view.errorish_lines():
+        chosen.update(range(max(0, index - NEIGHBOURS), min(len(lines), index + NEIGHBOURS + 1)))
+        if len(chosen) >= MAX_BLOCK_LINES:
+            break
     run: list[int] = []
     for index in sorted(chosen):
         if run and index != run[-1] + 1:

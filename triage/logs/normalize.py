@@ -46,9 +46,9 @@ PREFIX = re.compile(rf"(?:(?P<tag>{_RECORDS}|{_TIMESTAMP}|{_GLOG}|{_LEVEL})|{_RA
 # Full-width forms of ASCII (a translated IDE or console prints `ValueError：`), and the
 # ideographic space: their ASCII, so the traceback parses and rules match.
 _FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
-# The forms a translated traceback shows most (colon, comma, parenthesis, space): a substring
-# test each tells a text that needs translating; a regex class over a 5,000-line log costs 10 ms.
-_FULL_WIDTH_MARKS = ("\uff1a", "\uff0c", "\uff08", "\u3000")
+# The forms a translated traceback shows most (its colon, its comma): a substring test each
+# tells a text that needs translating; a regex class over a 5,000-line log costs 10 ms.
+_FULL_WIDTH_MARKS = ("\uff1a", "\uff0c")
 # Ray's log deduplication appends this to a line it has folded.
 _RAY_REPEATED = re.compile(r" ?\[repeated \d{1,9}x across cluster\]$")
 
