@@ -73,7 +73,9 @@ def comparable(incidents: list[dict]) -> list[str]:
 def test_blocks_give_the_per_line_incidents(rules, fleet, envelope):
     data = encoded(fleet, envelope)
     want = per_line(rules, data)
-    assert len(want) >= sum(job.failure for job in fleet)
+    # not vacuous: the reference path found incidents (two failures close together in one pod can
+    # close as one incident, so their number is not the failures' number once pods are shared)
+    assert len(want) >= sum(job.failure for job in fleet) // 2 > 0
     for piece in (len(data), 1 << 16, 4099):
         got, summary = chunked(rules, data, piece)
         assert comparable(got) == comparable(want), (envelope, piece)
