@@ -87,7 +87,7 @@ def open_regular(path: str, root: str | None = None, mode: str = "rb"):
         raise
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -116,7 +116,7 @@ def _private_copy(path: str, write) -> None:
         os.replace(tmp, path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    _fsync_dir(parent)
+    fsync_dir(parent)
 
 
 def atomic_write(path: str, text: str) -> None:

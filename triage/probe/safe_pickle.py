@@ -371,16 +371,10 @@ def read_shard(path: str) -> ShardMeta:
             obj, unpickler = read_pickle(zf)
     except OverCap as exc:
         return _over_cap(meta, exc)
-    except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError,
-            KeyError, IndexError, AttributeError, MemoryError, RecursionError, NotImplementedError,
-            OverflowError, UnicodeDecodeError) as exc:
+    except UNREADABLE as exc:
         meta.error = f"{type(exc).__name__}: {exc}"[:300]
         return meta
-    meta.suspicious = list(unpickler.suspicious)
-    meta.globals_seen = sorted(f"{m}.{n}" for m, n in unpickler.globals_seen)
-    meta.storages = dict(unpickler.storages)
-    _describe(meta, obj)
-    return meta
+    return _read(meta, unpickler, obj)
 
 
 # torch's legacy (non-zip) .pt: pickles of the magic number, the protocol version, sys_info, then the
@@ -412,11 +406,19 @@ def read_legacy_shard(path: str) -> ShardMeta:
         check_graph(obj)
     except OverCap as exc:
         return _over_cap(meta, exc)
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
-            AttributeError, MemoryError, RecursionError, NotImplementedError, OverflowError,
-            UnicodeDecodeError) as exc:
+    except UNREADABLE as exc:
         meta.error = f"{type(exc).__name__}: {exc}"[:300]
         return meta
+    return _read(meta, unpickler, obj)
+
+
+# What a damaged or hostile file can raise while it is followed: reported, never raised.
+UNREADABLE = (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError,
+              IndexError, AttributeError, MemoryError, RecursionError, NotImplementedError, OverflowError,
+              UnicodeDecodeError)
+
+
+def _read(meta: ShardMeta, unpickler: "_RestrictedUnpickler", obj) -> ShardMeta:
     meta.suspicious = list(unpickler.suspicious)
     meta.globals_seen = sorted(f"{m}.{n}" for m, n in unpickler.globals_seen)
     meta.storages = dict(unpickler.storages)
