@@ -7,7 +7,7 @@ import os
 import sys
 
 from triage import __version__
-from triage.errors import EXIT_INTERNAL, EXIT_USAGE, TriageError
+from triage.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TriageError
 
 SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve")
 
@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if hasattr(args, "quiet"):  # the commands that can take long: progress on stderr (triage/progress.py)
+        from triage import progress
+
+        progress.configure(getattr(args, "progress", False), args.quiet)
     try:
         return args.run(args)
     except TriageError as exc:
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # never show a traceback to the person on call
         if os.environ.get("DS_TRIAGE_DEBUG"):
             raise

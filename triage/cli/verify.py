@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from triage.cli.output import emit
+from triage.cli.output import add_progress_options, emit
 from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND
 from triage.probe.result import CONFIRMED, INCONCLUSIVE
 
@@ -22,6 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("--sizes-only", action="store_true", help="compare file sizes, not checksums (fast)")
     parser.add_argument("--deep", action="store_true", help="also verify every zip record's CRC-32")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
+    add_progress_options(parser)
     parser.set_defaults(run=run)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from triage import progress
 from triage.eval.evaluate import LABELLED, UNKNOWN, Case, rate
 
 # Line prefixes of the tools whose output wraps DeepSpeed's (their shapes, our values).
@@ -147,32 +148,37 @@ class Row:
 
 def measure(corpus_dir, cases: list[Case], rules) -> list[Row]:
     """Every labelled case's log, whole and as each paste, classified and scored."""
+    rows = [Row(p.name, p.contains_exception_line) for p in PASTES]
+    labelled = [case for case in cases if case.kind in LABELLED]
+    with progress.meter("eval --pastes: logs cut and classified", len(labelled), unit="logs") as shown:
+        for case in labelled:
+            _measure_case(corpus_dir, case, rules, rows)
+            shown.update()
+    return rows
+
+
+def _measure_case(corpus_dir, case: Case, rules, rows: list[Row]) -> None:
     from triage.classify.classifier import classify
     from triage.eval.corpus import read_case_log
 
-    rows = [Row(p.name, p.contains_exception_line) for p in PASTES]
-    for case in cases:
-        if case.kind not in LABELLED:
+    log = read_case_log(corpus_dir, case)
+    whole = classify(log.text, rules=rules, truncated=log.truncated)
+    exc = whole.incident.primary
+    if exc is None:
+        return  # no traceback to cut: a launcher-only or warning-only log
+    lines = log.text.splitlines()
+    whole_top = _categories(whole)
+    for paste, row in zip(PASTES, rows):
+        text = paste.cut(lines, exc)
+        if not text or not text.strip():
             continue
-        log = read_case_log(corpus_dir, case)
-        whole = classify(log.text, rules=rules, truncated=log.truncated)
-        exc = whole.incident.primary
-        if exc is None:
-            continue  # no traceback to cut: a launcher-only or warning-only log
-        lines = log.text.splitlines()
-        whole_top = _categories(whole)
-        for paste, row in zip(PASTES, rows):
-            text = paste.cut(lines, exc)
-            if not text or not text.strip():
-                continue
-            got = _categories(classify(text, rules=rules))
-            row.cases += 1
-            row.top1 += got[:1] == [case.expected_category]
-            row.top3 += case.expected_category in got[:3]
-            row.whole_top1 += whole_top[:1] == [case.expected_category]
-            row.whole_top3 += case.expected_category in whole_top[:3]
-            row.unknown += got[:1] == [UNKNOWN]
-    return rows
+        got = _categories(classify(text, rules=rules))
+        row.cases += 1
+        row.top1 += got[:1] == [case.expected_category]
+        row.top3 += case.expected_category in got[:3]
+        row.whole_top1 += whole_top[:1] == [case.expected_category]
+        row.whole_top3 += case.expected_category in whole_top[:3]
+        row.unknown += got[:1] == [UNKNOWN]
 
 
 def _categories(report) -> list[str]:
