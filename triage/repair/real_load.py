@@ -68,8 +68,8 @@ def run(spec: LoadSpec, factory: str | None, timeout: float | None = None, *, tw
         ran = run_live(argv, limit, label or f"DeepSpeed load on {spec.world_size} rank(s)", keep=MAX_OUTPUT)
         if ran.code is None:
             raise TimedOut(f"the real DeepSpeed load ({shown}) ran past the time limit of {limit:g} s and was "
-                           f"stopped: torchrun and its ranks killed ({ran.killed} process(es)); nothing was concluded "
-                           "about the load. Give it longer with --timeout SECONDS (the first run on a machine "
+                           f"stopped: {ran.killed} process(es) killed (torchrun and the ranks it had started); nothing was "
+                           "concluded about the load. Give it longer with --timeout SECONDS (the first run on a machine "
                            "also builds DeepSpeed's CPU comm op: a minute or more)")
         ranks = [_read(p) for p in sorted(glob.glob(result_path + ".*"))]
         result = _result(spec, shown, ran.seconds, ran.code, ran.output, ranks, limit)
