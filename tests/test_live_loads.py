@@ -3,14 +3,19 @@
 reproducing the same failure, and `--timeout` killing a real load with every process it started."""
 
 import json
+import os
 import shlex
+import signal
+import subprocess
+import sys
+import time
 import uuid
 
 import pytest
 
 from tests import probe_checkpoints as pc
 from tests import terminal
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, ROOT
 from tests.repair_support import FACTORY, ext_env, processes_with
 from tests.test_probe_cli import PROBE, TRIAGE, errors
 
@@ -139,3 +144,26 @@ def test_repair_apply_shows_deepspeeds_own_output_as_it_comes(tmp_path):
     assert running and at < report_at
     assert "repair fp32: triage.repair.fp32" in run.stderr  # the meter: lines and time elapsed
     assert "repair fp32: verifying the result with a real DeepSpeed load on 1 rank(s)" in run.stderr
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_stopping_ds_triage_during_a_real_load_kills_the_load_too(tmp_path, sig, code):
+    """The load runs in a session of its own, which neither a Ctrl-C nor a SIGTERM to ds-triage reaches."""
+    marker = f"ds-triage-test-{uuid.uuid4()}"
+    started = tmp_path / "started"
+    env = dict(os.environ, **ext_env(), DS_TRIAGE_TEST_MARK=marker, DS_TRIAGE_TEST_STARTED=str(started))
+    proc = subprocess.Popen([sys.executable, "-m", "triage", "probe", str(pc.scenario(pc.HEALTHY)), "--reproduce",
+                             "--model-factory", HANG], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 600
+        while not list(tmp_path.glob("started.*")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert list(tmp_path.glob("started.*")), "no rank reached the model factory"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err.decode()[-2000:]
+    assert "Traceback" not in err.decode()
+    assert processes_with(marker) == []

@@ -149,3 +149,11 @@ def test_classify_never_imports_the_progress_library(tmp_path):
         else:
             text = proc.stderr.decode()
         assert proc.returncode == 0 and text.strip().splitlines()[-1] == "[]", text
+
+
+@pytest.mark.parametrize("command", [["probe", "CKPT", "--reproduce"], ["triage", "--log", "L", "--ckpt", "C"],
+                                     ["repair", "fp32", "CKPT", "--apply"]])
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "inf"])
+def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(cli, command, value):
+    proc = cli(*command, "--timeout", value)
+    assert proc.returncode == 2 and "--timeout" in proc.stderr.decode() and "Traceback" not in proc.stderr.decode()

@@ -2,17 +2,19 @@
 
 `run_live` runs one with its output merged, kept (head and tail) and shown line by line on stderr
 as it comes when progress is on (triage/progress.py). The child gets a session of its own; past
-its time limit, or on Ctrl-C, the child and every process under it (torchrun's ranks,
-ds_to_universal's workers) are killed.
+its time limit, on Ctrl-C or on a SIGTERM to ds-triage, the child and every process under it
+(torchrun's ranks, ds_to_universal's workers) are killed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -104,7 +106,7 @@ def run_live(argv: list[str], timeout: float, label: str, env: dict | None = Non
         raise ToolFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
     kept, partial, killed, code = _Kept(keep), b"", 0, None
     deadline = start + timeout
-    with progress.meter(label, unit="lines") as shown:
+    with _sigterm_unwinds(), progress.meter(label, unit="lines") as shown:
         try:
             fd = proc.stdout.fileno()
             while True:
@@ -135,6 +137,24 @@ def run_live(argv: list[str], timeout: float, label: str, env: dict | None = Non
     if partial:
         kept.add(partial.decode("utf-8", "replace"))
     return Ran(code, kept.text(), time.monotonic() - start, killed)
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """SIGTERM to ds-triage itself (a CI job's time limit, `kill`) unwinds like Ctrl-C, so the child,
+    in a session of its own that no signal to ours reaches, is killed too (exit 143)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def kill_tree(proc: subprocess.Popen, grace: float = GRACE) -> int:
