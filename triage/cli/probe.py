@@ -110,7 +110,7 @@ def context_from(args, log_text: str | None = None):
     target = from_args(args.stage, args.world_size, args.config, log_text, model=args.model,
                        optimizer=args.optimizer, param_groups=args.param_groups, load_dir=args.load_dir)
     if log_text is not None:
-        target.log_path = args.log
+        target.log_path = getattr(args, "log", None)  # triage's --log; the chat's pasted log has no file
     if log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)):
         # triage: --ckpt is the checkpoint the job failed on; unless the log names a dir
         # that exists here, take it as the dir the job loaded.
