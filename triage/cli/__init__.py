@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if hasattr(args, "quiet"):  # the commands that can take long: progress on stderr (triage/progress.py)
+    if hasattr(args, "quiet"):  # the commands that can take long: progress on stderr (triage/progress/)
         from triage import progress
 
         progress.configure(getattr(args, "progress", False), args.quiet)

@@ -17,7 +17,7 @@ def emit(as_json: bool, data: Callable[[], dict], text: Callable[[], str]) -> No
 
 
 def add_progress_options(parser) -> None:
-    """`--progress` and `-q/--quiet`, for the commands that can take long (triage/progress.py; the
+    """`--progress` and `-q/--quiet`, for the commands that can take long (triage.progress; the
     dispatcher turns progress on or off from them)."""
     parser.add_argument("--progress", action="store_true",
                         help="show progress on stderr even when it is not a terminal (default: on a terminal only)")

@@ -54,7 +54,7 @@ def run(spec: LoadSpec, factory: str | None, timeout: float | None = None, *, tw
     factory None: the model is the twin of the saved param shapes (triage/repair/twin.py); optimizer:
     the torch.optim class to build when neither the factory nor the ds_config gives one. reraise: a
     failing rank prints its traceback as the job would, and the result keeps the whole output.
-    DeepSpeed's output is shown on stderr as it comes when progress is on (triage/progress.py)."""
+    DeepSpeed's output is shown on stderr as it comes when progress is on (triage/progress/)."""
     limit = timeout or TIMEOUT
     work = tempfile.mkdtemp(prefix="ds-triage-load-check-")
     try:

@@ -1,7 +1,7 @@
 """Running DeepSpeed's own tools (and ds-triage's load checker) as subprocesses.
 
 `run_live` runs one with its output merged, kept (head and tail) and shown line by line on stderr
-as it comes when progress is on (triage/progress.py). The child gets a session of its own; past
+as it comes when progress is on (triage/progress/). The child gets a session of its own; past
 its time limit, on Ctrl-C or on a SIGTERM to ds-triage, the child and every process under it
 (torchrun's ranks, ds_to_universal's workers) are killed.
 """

@@ -43,7 +43,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                        unknown="no shard could be listed to check", evidence=[], command="")
     found = _Found()
     shards = listing.shards
-    # --deep reads every byte: a meter of the bytes read (triage/progress.py)
+    # --deep reads every byte: a meter of the bytes read (triage/progress/)
     with progress.meter(f"integrity: CRC-32 of {len(shards)} shard(s)", _total(listing), show=ctx.deep) as shown:
         for number, shard in enumerate(shards, 1):
             shown.set_postfix_str(f"shard {number}/{len(shards)}", refresh=False)
