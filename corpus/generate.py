@@ -16,6 +16,7 @@ import yaml
 
 from corpus import faults, layouts as L, logtools, runner
 from corpus.scenarios import SCENARIOS
+from triage import progress
 
 CORPUS = Path(__file__).resolve().parent
 DEFAULT_WORK = Path("/tmp/ds-triage-corpus")
@@ -23,6 +24,17 @@ DEFAULT_WORK = Path("/tmp/ds-triage-corpus")
 # flags, and two venvs sharing one cache would rebuild the op for each other
 EXT_CACHE = Path.home() / ".cache" / "ds-triage-corpus" / (
     "torch_extensions" if runner.VENV == runner.REPO / ".venv" else f"torch_extensions-{runner.VENV.name}")
+QUIET = {"on": False}
+
+
+def say(line):
+    """A line of the generation log on stderr (none under -q), above the meter when one is drawn."""
+    if QUIET["on"]:
+        return
+    if progress.shown():
+        progress.write(line)
+    else:
+        print(line, file=sys.stderr, flush=True)
 
 
 def versions():
@@ -39,6 +51,9 @@ def parse():
     p.add_argument("--reindex", action="store_true",
                    help="rewrite manifest entries of already generated logs from the table (no runs)")
     p.add_argument("--rebuild", action="store_true", help="retrain baseline layouts even if cached")
+    p.add_argument("--progress", action="store_true",
+                   help="a meter of the scenarios done on stderr even when it is not a terminal (default: on a terminal)")
+    p.add_argument("-q", "--quiet", action="store_true", help="only errors and the last line on stderr")
     return p.parse_args()
 
 
@@ -66,7 +81,7 @@ def build_base(name, base, rebuild):
     log = base / f"{name}.log"
     t = time.time()
     rc = runner.run(cmd, {}, log)
-    print(f"  base {name}: exit {rc} in {time.time() - t:.0f}s", file=sys.stderr)
+    say(f"  base {name}: exit {rc} in {time.time() - t:.0f}s")
     if rc != 0 and not lay.get("kill_after_saves"):
         raise SystemExit(f"baseline {name} failed (exit {rc}); see {log}")
     meta = dict(command=runner.display(cmd, {}), exit_code=rc, log=str(log))
@@ -81,7 +96,7 @@ def warm_up_ops(work):
     t = time.time()
     EXT_CACHE.mkdir(parents=True, exist_ok=True)
     rc = runner.run([runner.PY, "-c", code], {}, work / "_torch_ext_build.log")
-    print(f"  warm-up shm op build: exit {rc} in {time.time() - t:.0f}s", file=sys.stderr)
+    say(f"  warm-up shm op build: exit {rc} in {time.time() - t:.0f}s")
 
 
 def run_scenario(sc, work, base, out, keep):
@@ -118,13 +133,13 @@ def run_scenario(sc, work, base, out, keep):
             if rc != 0:
                 raise SystemExit(f"{sc['id']}: pre-step {pre} failed with {rc}")
         if sc.get("inject"):
-            print(f"  fault: {faults.apply(str(ckpt), sc['inject'])}", file=sys.stderr)
+            say(f"  fault: {faults.apply(str(ckpt), sc['inject'])}")
         cmd = runner.build_command(sc, lay, str(ckpt))
         rc = runner.run(cmd, env, log)
         if rc != 0 and kind == "clean":   # rare teardown crashes: keep the evidence, retry once
             failed = work / f"{sc['id']}.failed-attempt.log"
             shutil.copyfile(log, failed)
-            print(f"  {sc['id']}: healthy run exited {rc}; log kept at {failed}, retrying", file=sys.stderr)
+            say(f"  {sc['id']}: healthy run exited {rc}; log kept at {failed}, retrying")
             rc = runner.run(cmd, env, log)
         command = runner.display(cmd, {k: v for k, v in env.items() if k not in ("HOME", "TORCH_EXTENSIONS_DIR")})
         if sc.get("record_pre"):  # one job script ran them all: its log holds every step's output in order
@@ -135,7 +150,7 @@ def run_scenario(sc, work, base, out, keep):
     text = log.read_text(errors="replace")
     ok = (rc == 0) == (kind in ("clean", "silent")) or sc.get("any_exit")
     flag = "" if ok else f"   <-- kind {kind} but exit {rc}"
-    print(f"{sc['id']}: exit {rc}{flag}", file=sys.stderr)
+    say(f"{sc['id']}: exit {rc}{flag}")
     ds, tv = versions()
     entry = {
         "id": sc["id"],
@@ -212,11 +227,13 @@ def reindex(out, chosen):
             e["note"] = sc["note"]
         entries.append(e)
     write_manifest(out, entries)
-    print(f"reindexed {len(entries)} entries", file=sys.stderr)
+    say(f"reindexed {len(entries)} entries")
 
 
 def main():
     args = parse()
+    QUIET["on"] = args.quiet
+    progress.configure(args.progress, args.quiet)
     chosen = select(args.only)
     if args.list:
         for s in chosen:
@@ -237,17 +254,20 @@ def main():
             build_base(name, base, True)
     t0, entries = time.time(), []
     errors = []
-    for sc in chosen:
-        if sc.get("captured"):   # a one-off real log kept as recorded; refreshed, never re-run
-            reindex(args.out, [sc])
-            continue
-        try:
-            entries.append(run_scenario(sc, work, base, args.out, args.keep is not None))
-        except (Exception, SystemExit) as e:   # a broken setup step must not stop the other scenarios
-            errors.append(f"{sc['id']}: {e}")
-            print(f"{sc['id']}: NOT GENERATED: {e}", file=sys.stderr)
-            continue
-        write_manifest(args.out, entries)
+    with progress.meter("corpus: scenarios", len(chosen), unit="scenarios") as shown:
+        for number, sc in enumerate(chosen, 1):
+            say(f"[{number}/{len(chosen)}, {time.time() - t0:.0f}s] {sc['id']}")  # running counts
+            if sc.get("captured"):   # a one-off real log kept as recorded; refreshed, never re-run
+                reindex(args.out, [sc])
+            else:
+                try:
+                    entries.append(run_scenario(sc, work, base, args.out, args.keep is not None))
+                    write_manifest(args.out, entries)
+                except (Exception, SystemExit) as e:   # a broken setup step must not stop the other scenarios
+                    errors.append(f"{sc['id']}: {e}")
+                    print(f"{sc['id']}: NOT GENERATED: {e}", file=sys.stderr)
+            shown.set_postfix_str(f"{len(entries)} generated, {len(errors)} not", refresh=False)
+            shown.update()
     print(f"{len(entries)} scenario(s) in {time.time() - t0:.0f}s -> {args.out}", file=sys.stderr)
     if errors:
         raise SystemExit("not generated:\n  " + "\n  ".join(errors))

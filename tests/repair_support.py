@@ -57,3 +57,36 @@ def load(root, *, mode="resume", world_size=1, config=None, factory=FACTORY, tag
     spec = LoadSpec(mode=mode, load_dir=str(root), tag=tag, world_size=world_size, config=config,
                     config_source="the test")
     return real_load.run(spec, factory)
+
+
+def hang():
+    """A model that never comes: the rank says it started (in $DS_TRIAGE_TEST_STARTED.<rank>), then
+    sleeps, so a time limit is what ends the load (tests of --timeout)."""
+    import os
+    import time
+
+    marker = os.environ.get("DS_TRIAGE_TEST_STARTED")
+    if marker:
+        with open(f"{marker}.{os.environ.get('RANK', '0')}", "w") as f:
+            f.write(str(os.getpid()))
+    time.sleep(3600)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes (not zombies) whose environment holds `marker`: what a killed run left behind."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker.encode() in env and state != b"Z":
+            found.append(int(entry))
+    return found

@@ -14,9 +14,12 @@ def test_generate_one_scenario(tmp_path):
     keep, out = tmp_path / "keep", tmp_path / "out"
     env = dict(os.environ, PATH=f"{REPO / '.venv' / 'bin'}:{os.environ.get('PATH', '')}")
     proc = subprocess.run([sys.executable, "-m", "corpus.generate", "--only", SCENARIO,
-                           "--keep", str(keep), "--out", str(out)],
+                           "--keep", str(keep), "--out", str(out), "--progress"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # running counts (--progress: the meter, piped as it is here)
+    assert "[1/1, " in proc.stderr and f"] {SCENARIO}" in proc.stderr
+    assert "corpus: scenarios: 100%" in proc.stderr and "1/1" in proc.stderr and "1 generated, 0 not" in proc.stderr
 
     log = out / "cases" / f"{SCENARIO}.log"
     text = log.read_text()

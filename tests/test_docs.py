@@ -120,3 +120,13 @@ def test_missing_site_source_is_a_clear_error(monkeypatch, capsys, tmp_path):
     assert main(["rules", "docs", "--out", str(tmp_path / "docs")]) == 3
     err = capsys.readouterr().err
     assert "package 'deepspeed' is not installed" in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_exit_code_is_documented():
+    """Each EXIT_* of triage/errors.py (timeout 6 and interrupted 130 among them) has its row in docs/exit-codes.md."""
+    from triage import errors
+
+    text = (ROOT / "docs" / "exit-codes.md").read_text()
+    documented = {int(code) for code in re.findall(r"^\| (\d+) \| ", text, re.M)}
+    codes = {value for name, value in vars(errors).items() if name.startswith("EXIT_")}
+    assert codes and codes <= documented, sorted(codes - documented)

@@ -7,7 +7,9 @@ EXIT_USAGE = 2  # bad command line (argparse uses 2 as well)
 EXIT_BAD_INPUT = 3  # the log could not be read: missing, binary, unreadable
 EXIT_BAD_RULES = 4  # the knowledge base is invalid (a rule file, the schema)
 EXIT_UNTRUSTED = 5  # a real load refused: a file it would open is not verified safe (--trust-checkpoint)
+EXIT_TIMEOUT = 6  # a real load or converter ran past --timeout; it and every process it started were killed
 EXIT_INTERNAL = 70  # a bug in ds-triage itself (EX_SOFTWARE)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 # `ds-triage probe` reads the other way round: 0 when the checkpoint shows nothing wrong.
 EXIT_PROBE_CLEAN = 0  # every probe refuted its problem or could not tell
 EXIT_PROBE_FOUND = 1  # at least one probe confirmed a problem
@@ -37,3 +39,9 @@ class BadRules(TriageError):
 
 class UsageError(TriageError):
     exit_code = EXIT_USAGE
+
+
+class TimedOut(TriageError):
+    """A real DeepSpeed load or converter ran past its time limit and was killed, with its children."""
+
+    exit_code = EXIT_TIMEOUT

@@ -9,7 +9,7 @@ import sys
 from triage import __version__
 from triage.cli.exit_codes import help_epilog
 from triage.cli.output import ParagraphFormatter, add_common_options
-from triage.errors import EXIT_INTERNAL, EXIT_USAGE, TriageError
+from triage.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TriageError
 
 SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve",
                "completion")
@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         from triage.runbook.links import set_docs_url
 
         set_docs_url(args.docs_url)
+    if hasattr(args, "progress"):  # the commands that can take long: progress on stderr (triage/progress/)
+        from triage import progress
+
+        progress.configure(args.progress, args.quiet)
     try:
         return args.run(args)
     except TriageError as exc:
@@ -70,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # never show a traceback to the person on call
         if os.environ.get("DS_TRIAGE_DEBUG") or args.verbose:
             raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from triage.cli.output import emit
+from triage.cli.output import add_progress_options, emit
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
 from triage.runbook.links import page_ref
 
@@ -27,6 +27,7 @@ def register(subparsers) -> None:
     parser.add_argument("--pastes", action="store_true",
                         help="also score the parts of each log people paste (the exception line, the last lines, "
                         "no frames, wrapped, behind other loggers' prefixes) against the whole log (~10 s more)")
+    add_progress_options(parser)
     parser.set_defaults(run=run)
 
 

@@ -7,8 +7,8 @@ entry is (code, short, detail): `short` ends the --help, `detail` is the page's 
 
 from __future__ import annotations
 
-NAMES = {0: "found", 1: "unknown", 2: "usage", 3: "bad input", 4: "bad rules", 5: "untrusted",
-         70: "internal", 130: "interrupted"}
+NAMES = {0: "found", 1: "unknown", 2: "usage", 3: "bad input", 4: "bad rules", 5: "untrusted", 6: "timeout",
+         70: "internal", 130: "interrupted", 143: "terminated"}
 
 # What every subcommand may exit with, besides its own codes below.
 COMMON = [
@@ -32,6 +32,15 @@ _UNTRUSTED = ("a real load was refused before it ran: a file it would open (Deep
               "goes over the safe reader's caps) or unverifiable (cannot be opened or followed, legacy format "
               "included). Nothing was loaded; `--trust-checkpoint` loads it anyway and the report names the "
               "unverified files.")
+# The commands that run a real DeepSpeed load or converter, which is killed (with every process it
+# started) on a time limit, Ctrl-C or SIGTERM.
+_KILLED = ("a real load or converter that was running is killed first, with every process it started "
+           "(torchrun's ranks, a converter's workers).")
+_TIMEOUT_LOAD = ("`--reproduce` only: the real load ran past `--timeout SECONDS` (default 900) and was killed "
+                 "with every process it started; no report, nothing was concluded about the load. One line on "
+                 "stderr saying how long it was given.")
+_SIGNALS = [(130, "interrupted", "Ctrl-C. " + _KILLED[0].upper() + _KILLED[1:]),
+            (143, "terminated", "SIGTERM. " + _KILLED[0].upper() + _KILLED[1:])]
 
 BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
     "classify": [
@@ -54,6 +63,8 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
          "`512M`), `--as-user` naming no known user or group, or another user when not run as root."),
         (3, "the checkpoint cannot be used", _CKPT + "."),
         (5, "load refused: untrusted file", "`--reproduce` only: " + _UNTRUSTED),
+        (6, "load timed out", _TIMEOUT_LOAD),
+        *_SIGNALS,
     ],
     "triage": [
         (0, "a cause confirmed", "a cause was confirmed on the checkpoint (`verdict.status` is `confirmed`): a "
@@ -67,6 +78,8 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
         (3, "the log or checkpoint cannot be used", _LOG + "; or " + _CKPT + "."),
         _RULES,
         (5, "load refused: untrusted file", "`--reproduce` only: " + _UNTRUSTED),
+        (6, "load timed out", _TIMEOUT_LOAD),
+        *_SIGNALS,
     ],
     "eval": [
         (0, "every gate passed", "every gate passed."),
@@ -109,6 +122,12 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
         (3, "the checkpoint cannot be used", "the checkpoint path does not exist, or `--config` is unusable (as "
          "for `probe`)."),
         (5, "load refused: untrusted file", "`--apply` only: " + _UNTRUSTED),
+        (6, "timed out", "`--apply` only: a DeepSpeed tool (`zero_to_fp32`, `ds_to_universal`, the "
+         "strip-optimizer rewrite; `--timeout`, default 3600 s each) ran past its limit, after which nothing "
+         "was written to the output, or the verifying DeepSpeed load did (default 1800 s), after which the "
+         "result stays written and structurally checked but not loaded (`latest` is put back). Each was "
+         "killed with every process it started; one line on stderr says which, and how long it was given."),
+        *_SIGNALS,
     ],
     "verify": [
         (0, "healthy", "no probe found a problem, every file DeepSpeed would load is verified safe, and the tag's "

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+from triage.cli.output import add_progress_options
 from triage.errors import BadInput
 from triage.runbook.links import page_ref
 
@@ -24,6 +25,7 @@ def register(subparsers) -> None:
     parser.add_argument("--tag", help="the tag to write the manifest of (default: `latest`'s)")
     parser.add_argument("--force", action="store_true", help="write it even when a probe finds the tag broken")
     parser.add_argument("--json", action="store_true", help="print the manifest written")
+    add_progress_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -49,8 +51,9 @@ def run(args) -> int:
     manifest = build(tag_dir)
     write(tag_dir, manifest)
     h = manifest["hashing"]
-    print(f"hashed {len(manifest['files'])} file(s), {manifest['total_bytes'] / 1e6:.1f} MB in {h['seconds']:.2f} s"
-          + (f" ({h['mb_per_s']} MB/s)" if h["mb_per_s"] else ""), file=sys.stderr)
+    if not args.quiet:
+        print(f"hashed {len(manifest['files'])} file(s), {manifest['total_bytes'] / 1e6:.1f} MB in {h['seconds']:.2f} s"
+              + (f" ({h['mb_per_s']} MB/s)" if h["mb_per_s"] else ""), file=sys.stderr)
     if args.json:
         json.dump(manifest, sys.stdout, indent=2)
         sys.stdout.write("\n")

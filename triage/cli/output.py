@@ -68,3 +68,10 @@ def emit(as_json: bool, data: Callable[[], dict], text: Callable[[], str]) -> No
 def emit_format(form: str, data: Callable[[], dict], texts: dict[str, Callable[[], str]]) -> None:
     """--format: json from `data`, any other form from its thunk in `texts`."""
     emit(form == "json", data, texts.get(form, texts["text"]))
+
+
+def add_progress_options(parser) -> None:
+    """`--progress`, for the commands that can take long (triage.progress; the dispatcher turns
+    progress on or off from it and the common `-q`)."""
+    parser.add_argument("--progress", action="store_true",
+                        help="show progress on stderr even when it is not a terminal (default: on a terminal only)")

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from triage.cli.output import add_format_option, emit
+from triage.cli.output import add_format_option, add_progress_options, emit
 from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput, UsageError
 from triage.runbook.links import page_ref
 
@@ -34,6 +34,23 @@ def byte_size(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return int(value)
+
+
+def seconds(text: str) -> float:
+    """A positive number of seconds (`--timeout 90`, `--timeout 2.5`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def add_timeout_option(parser, what: str, default: str) -> None:
+    parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
+                        help=f"stop {what} after this long: it and every process it started are killed, exit 6 "
+                        f"(default {default})")
 
 
 def add_target_options(parser) -> None:
@@ -65,6 +82,8 @@ def add_target_options(parser) -> None:
     parser.add_argument("--as-user", metavar="USER",
                         help="check permissions as the job's user (name, uid or uid:gid; needs root): root itself "
                         "reads everything")
+    add_timeout_option(parser, "the real load of --reproduce", "900")
+    add_progress_options(parser)
 
 
 def register(subparsers) -> None:
@@ -91,6 +110,8 @@ def context_from(args, log_text: str | None = None):
         raise BadInput(f"{args.ckpt}: no such file or directory")
     target = from_args(args.stage, args.world_size, args.config, log_text, model=args.model,
                        optimizer=args.optimizer, param_groups=args.param_groups, load_dir=args.load_dir)
+    if log_text is not None:
+        target.log_path = getattr(args, "log", None)  # triage's --log; the chat's pasted log has no file
     if log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)):
         # triage: --ckpt is the checkpoint the job failed on; unless the log names a dir
         # that exists here, take it as the dir the job loaded.
@@ -108,7 +129,7 @@ def context_from(args, log_text: str | None = None):
     ctx = ProbeContext.for_path(args.ckpt, target, deep=args.deep, reproduce=args.reproduce,
                                 model_factory=args.model_factory, host_memory=args.host_memory,
                                 trust_checkpoint=args.trust_checkpoint,
-                                ranks_per_node=args.ranks_per_node, as_user=who)
+                                ranks_per_node=args.ranks_per_node, as_user=who, timeout=args.timeout)
     ckpt = ctx.ckpt
     if target.load_tag and ckpt.tag_source != "given" and target.load_tag in ckpt.tags:
         ckpt.tag, ckpt.tag_source = target.load_tag, "log"  # the tag the job really opened

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from triage.cli.output import emit
-from triage.cli.probe import positive_int
+from triage.cli.output import add_progress_options, emit
+from triage.cli.probe import add_timeout_option, positive_int
 from triage.repair import registry
 from triage.repair import EXIT_NOT_REPAIRED, EXIT_REPAIRED
 from triage.runbook.links import page_ref
@@ -44,7 +44,10 @@ def register(subparsers) -> None:
     parser.add_argument("--trust-checkpoint", action="store_true", help="with --apply: convert and load it even "
                         "when a file it opens is not verified safe (a pickle naming code to run, a legacy or "
                         "unreadable file; refused otherwise, exit 5); only for a checkpoint you trust")
+    add_timeout_option(parser, "each DeepSpeed tool --apply runs (the conversion, then the verifying load)",
+                       "3600 for a conversion, 1800 for the load")
     parser.add_argument("--json", action="store_true", help="print the JSON result")
+    add_progress_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -60,7 +63,8 @@ def run(args) -> int:
         raise UsageError(f"--model-factory {args.model_factory}: expected MODULE:FUNCTION, e.g. mymodels:build")
     options = Options(out=args.out, tag=args.tag, config=args.config, world_size=args.world_size,
                       model_factory=args.model_factory, safetensors=args.safetensors,
-                      max_shard_size=args.max_shard_size, trust_checkpoint=args.trust_checkpoint)
+                      max_shard_size=args.max_shard_size, trust_checkpoint=args.trust_checkpoint,
+                      timeout=args.timeout)
     plan = make_plan(args.action, args.ckpt, options)
     outcome = apply(plan, options) if args.apply else Outcome(plan)
     emit(args.json, outcome.to_json, lambda: render(outcome, Style.for_stream(sys.stdout)))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
+import time
 
 from triage.cli.log_source import log_source
-from triage.cli.output import add_docs_url_option
-from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
+from triage.cli.output import add_docs_url_option, add_progress_options
+from triage.errors import EXIT_FOUND, EXIT_INTERRUPTED, EXIT_UNKNOWN, UsageError
 from triage.runbook.links import page_ref
 
 
@@ -26,6 +29,7 @@ def register(subparsers) -> None:
                         help="end with a JSON summary line on stdout (a one-line summary always goes to stderr)")
     parser.add_argument("--decode-all", action="store_true",
                         help="decode every record, not only the prefilter's candidates: exact malformed counts, slower")
+    add_progress_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -83,17 +87,39 @@ def build(args, write):
 
 
 def run(args) -> int:
+    from triage import progress
     from triage.stream.source import open_input, pump
 
     source = log_source(args.log, "kubectl logs -f POD | ds-triage stream")
     fd = open_input(source)
     triage = build(args, _write_line)
-    pump(fd, triage)
-    summary = triage.summary()
+    interrupted = False
+    with progress.meter("stream", _size(fd)) as shown:
+        try:
+            pump(fd, triage, lambda read: _counts(shown, triage, read))
+        except KeyboardInterrupt:  # Ctrl-C: what was read is still closed, emitted and summed up
+            interrupted = True
+            triage.finish(time.monotonic())
+    summary = dict(triage.summary(), interrupted=interrupted)
     if args.summary:
         _write_line(summary)
-    print(human_summary(summary), file=sys.stderr)
+    if not args.quiet:
+        print(human_summary(summary), file=sys.stderr)
+    if interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_FOUND if summary["checkpoint_incidents"] else EXIT_UNKNOWN
+
+
+def _counts(shown, triage, read: int) -> None:
+    shown.set_postfix_str(f"{triage.scanner.lines:,} lines, {triage.incidents} incidents, "
+                          f"{triage.checkpoint_incidents} checkpoint-loading", refresh=False)
+    shown.update(read)
+
+
+def _size(fd: int) -> int | None:
+    """The size of a regular file (the meter's total); None for a pipe or a terminal."""
+    st = os.fstat(fd)
+    return st.st_size if stat.S_ISREG(st.st_mode) and st.st_size else None
 
 
 def _write_line(data: dict) -> None:
@@ -103,7 +129,7 @@ def _write_line(data: dict) -> None:
 
 def human_summary(s: dict) -> str:
     rate = s["bytes"] / 1e6 / s["seconds"] if s["seconds"] else 0.0
-    return (f"ds-triage stream: {s['lines']:,} lines ({s['bytes'] / 1e6:,.1f} MB) in {s['seconds']:.2f} s "
+    return (f"ds-triage stream: {'interrupted (Ctrl-C) after ' if s.get('interrupted') else ''}{s['lines']:,} lines ({s['bytes'] / 1e6:,.1f} MB) in {s['seconds']:.2f} s "
             f"({rate:,.1f} MB/s); {s['incidents']} incidents ({s['checkpoint_incidents']} checkpoint-loading), "
             f"{s['candidates']} candidate windows; {s['malformed']} malformed, {s['no_message']} without a message; "
             f"{s['evicted']} evicted")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from triage.cli.output import emit
+from triage.cli.output import add_progress_options, emit
 from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput
 from triage.runbook.links import page_ref
 from triage.probe.result import CONFIRMED, INCONCLUSIVE
@@ -25,6 +25,7 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--junit", metavar="FILE", help="also write the result as JUnit XML (a testcase per probe, "
                         "the manifest and the trust walk) for a CI system's test view")
+    add_progress_options(parser)
     parser.set_defaults(run=run)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from triage import progress
 from triage.errors import BadInput
 from triage.eval.evaluate import KINDS, LABELLED, Case, Outcome, outcome_from_report
 
@@ -80,11 +81,18 @@ def run_cases(corpus_dir: str | Path, cases: list[Case], rules) -> list[Outcome]
     from triage.eval.ambiguity import fingerprint
 
     outcomes = []
-    for case in cases:
-        log = read_case_log(corpus_dir, case)
-        started = time.perf_counter()
-        report = classify(log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors)
-        elapsed = time.perf_counter() - started
-        printed = fingerprint(log.text, case.id) if case.kind in LABELLED else ()
-        outcomes.append(outcome_from_report(case, report, elapsed, len(log.text.splitlines()), printed))
+    right = labelled = 0
+    with progress.meter("eval: logs classified", len(cases), unit="logs") as shown:
+        for case in cases:
+            log = read_case_log(corpus_dir, case)
+            started = time.perf_counter()
+            report = classify(log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors)
+            elapsed = time.perf_counter() - started
+            printed = fingerprint(log.text, case.id) if case.kind in LABELLED else ()
+            outcomes.append(outcome_from_report(case, report, elapsed, len(log.text.splitlines()), printed))
+            if case.kind in LABELLED:
+                labelled += 1
+                right += outcomes[-1].category == case.expected_category
+                shown.set_postfix_str(f"top-1 so far {right}/{labelled}", refresh=False)
+            shown.update()
     return outcomes

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from triage import progress
 from triage.eval.evaluate import LABELLED, UNKNOWN, Case, rate
 
 NEGATIVE = "negative"
@@ -167,41 +168,48 @@ class Row:
 
 def measure(corpus_dir, cases: list[Case], rules) -> list[Row]:
     """Every labelled case's log, whole and as each paste, classified and scored; each negative log's pastes too."""
-    from triage.classify.classifier import classify
-    from triage.eval.ambiguity import fingerprint, unreachable, same_log_groups
-    from triage.eval.corpus import read_case_log
+    from triage.eval.ambiguity import same_log_groups, unreachable
 
     rows = [Row(p.name, p.contains_exception_line) for p in PASTES]
     printed: list[list[tuple[str, str, tuple[str, ...]]]] = [[] for _ in PASTES]
-    for case in cases:
-        if case.kind not in LABELLED and case.kind != NEGATIVE:
-            continue
-        log = read_case_log(corpus_dir, case)
-        whole = classify(log.text, rules=rules, truncated=log.truncated)
-        exc = whole.incident.primary
-        if exc is None:
-            continue  # no traceback to cut: a launcher-only or warning-only log
-        lines = log_lines(log.text)
-        whole_top = _categories(whole)
-        for paste, row, prints in zip(PASTES, rows, printed):
-            text = paste.cut(lines, exc)
-            if not text or not text.strip():
-                continue
-            got = _categories(classify(text, rules=rules))
-            if case.kind == NEGATIVE:
-                row.negatives += 1
-                row.negatives_diagnosed += got[:1] != [UNKNOWN]
-                continue
-            row.cases += 1
-            row.top1 += got[:1] == [case.expected_category]
-            row.top3 += case.expected_category in got[:3]
-            row.whole_top1 += whole_top[:1] == [case.expected_category]
-            row.whole_top3 += case.expected_category in whole_top[:3]
-            row.unknown += got[:1] == [UNKNOWN]
-            prints.append((case.id, case.expected_category, fingerprint(text, case.id)))
+    chosen = [case for case in cases if case.kind in LABELLED or case.kind == NEGATIVE]
+    with progress.meter("eval --pastes: logs cut and classified", len(chosen), unit="logs") as shown:
+        for case in chosen:
+            shown.update()
+            _measure_case(corpus_dir, case, rules, rows, printed)
     for row, prints in zip(rows, printed):
         row.ceiling = row.cases - unreachable(same_log_groups(prints))
     return rows
+
+
+def _measure_case(corpus_dir, case: Case, rules, rows: list[Row], printed) -> None:
+    from triage.classify.classifier import classify
+    from triage.eval.ambiguity import fingerprint
+    from triage.eval.corpus import read_case_log
+
+    log = read_case_log(corpus_dir, case)
+    whole = classify(log.text, rules=rules, truncated=log.truncated)
+    exc = whole.incident.primary
+    if exc is None:
+        return  # no traceback to cut: a launcher-only or warning-only log
+    lines = log_lines(log.text)
+    whole_top = _categories(whole)
+    for paste, row, prints in zip(PASTES, rows, printed):
+        text = paste.cut(lines, exc)
+        if not text or not text.strip():
+            continue
+        got = _categories(classify(text, rules=rules))
+        if case.kind == NEGATIVE:
+            row.negatives += 1
+            row.negatives_diagnosed += got[:1] != [UNKNOWN]
+            continue
+        row.cases += 1
+        row.top1 += got[:1] == [case.expected_category]
+        row.top3 += case.expected_category in got[:3]
+        row.whole_top1 += whole_top[:1] == [case.expected_category]
+        row.whole_top3 += case.expected_category in whole_top[:3]
+        row.unknown += got[:1] == [UNKNOWN]
+        prints.append((case.id, case.expected_category, fingerprint(text, case.id)))
 
 
 def _categories(report) -> list[str]:

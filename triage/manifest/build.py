@@ -11,7 +11,7 @@ import json
 import os
 import time
 
-from triage import __version__
+from triage import __version__, progress
 from triage.errors import BadInput
 from triage.manifest import MANIFEST_NAME, SCHEMA_VERSION
 from triage.manifest.hashing import sha256_file
@@ -60,18 +60,22 @@ def build(tag_dir: str, fsync: bool = False) -> dict:
     ctx = ProbeContext.for_path(tag_dir)
     entries, total = [], 0
     start = time.monotonic()
-    for rel in tag_files(tag_dir):
-        path = os.path.join(tag_dir, rel)
-        size = os.stat(path).st_size
-        try:
-            digest, read = sha256_file(path, fsync=fsync, root=tag_dir)
-        except confine.Refused as exc:
-            raise BadInput(f"{tag_dir}/{confine.shown(rel)}: {exc.strerror}; a manifest hashes only regular files "
-                           "inside the tag") from None
-        if read != size:
-            raise OSError(f"{path} changed while it was hashed ({size} bytes, then {read}): is a save still running?")
-        entries.append({"path": rel, "size": size, "sha256": digest})
-        total += size
+    names = tag_files(tag_dir)
+    sizes = [os.stat(os.path.join(tag_dir, rel)).st_size for rel in names]
+    with progress.meter(f"hashing {os.path.basename(os.path.normpath(tag_dir))}", sum(sizes)) as shown:
+        for number, (rel, size) in enumerate(zip(names, sizes), 1):
+            shown.set_postfix_str(f"file {number}/{len(names)}", refresh=False)
+            path = os.path.join(tag_dir, rel)
+            try:
+                digest, read = sha256_file(path, fsync=fsync, root=tag_dir, on_read=shown.update)
+            except confine.Refused as exc:
+                raise BadInput(f"{tag_dir}/{confine.shown(rel)}: {exc.strerror}; a manifest hashes only regular "
+                               "files inside the tag") from None
+            if read != size:
+                raise OSError(f"{path} changed while it was hashed ({size} bytes, then {read}): is a save still "
+                              "running?")
+            entries.append({"path": rel, "size": size, "sha256": digest})
+            total += size
     seconds = time.monotonic() - start
     return {
         "schema_version": SCHEMA_VERSION, "kind": "ds-triage-manifest",

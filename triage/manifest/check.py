@@ -8,6 +8,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from triage import progress
 from triage.errors import BadInput
 from triage.manifest import MANIFEST_NAME, SCHEMA_VERSION
 from triage.manifest.build import tag_files
@@ -71,37 +72,44 @@ def check(tag_dir: str, path: str, hashed: bool = True) -> ManifestCheck:
             raise BadInput(f"manifest {path}: a files entry without path and size: {str(entry)[:120]}")
         listed[entry["path"]] = entry
     start = time.monotonic()
-    for rel, entry in listed.items():
-        full = os.path.join(tag_dir, *rel.split("/"))
-        refused = _refused(tag_dir, full)
-        if refused:  # never hashed, so no digest of an outside file is ever printed
-            result.problems.append(f"{confine.shown(rel)}: {refused}")
-            continue
-        if not os.path.isfile(full):
-            result.problems.append(f"{rel}: missing (the manifest lists {entry['size']} bytes): a partial copy?")
-            continue
-        size = os.stat(full).st_size
-        result.files += 1
-        if size != entry["size"]:
-            result.problems.append(f"{rel}: {size} bytes, the manifest says {entry['size']}"
-                                   + (": cut short (a partial copy or an interrupted write)" if size < entry["size"]
-                                      else ": longer than saved"))
-            continue
-        if hashed:
-            digest, read_bytes = sha256_file(full, root=tag_dir)
-            result.bytes += read_bytes
-            if digest != entry.get("sha256"):
-                result.problems.append(f"{rel}: sha256 {digest[:16]}... differs from the manifest's "
-                                       f"{str(entry.get('sha256'))[:16]}...: its bytes changed since the save "
-                                       "(bit rot, or a file rewritten)")
-        else:
-            result.bytes += size
+    total = sum(max(0, e["size"]) for e in listed.values()) or None
+    with progress.meter(f"sha256 of {os.path.basename(os.path.normpath(tag_dir))}", total, show=hashed) as shown:
+        for number, (rel, entry) in enumerate(listed.items(), 1):
+            shown.set_postfix_str(f"file {number}/{len(listed)}", refresh=False)
+            _check_entry(tag_dir, rel, entry, result, shown.update)
     result.seconds = time.monotonic() - start
     extra = [rel for rel in tag_files(tag_dir) if rel not in listed]
     if extra:
         result.problems.append(f"{len(extra)} file(s) not in the manifest (added after the save?): "
                                + ", ".join(extra[:5]))
     return result
+
+
+def _check_entry(tag_dir: str, rel: str, entry: dict, result: ManifestCheck, on_read) -> None:
+    full = os.path.join(tag_dir, *rel.split("/"))
+    refused = _refused(tag_dir, full)
+    if refused:  # never hashed, so no digest of an outside file is ever printed
+        result.problems.append(f"{confine.shown(rel)}: {refused}")
+        return
+    if not os.path.isfile(full):
+        result.problems.append(f"{rel}: missing (the manifest lists {entry['size']} bytes): a partial copy?")
+        return
+    size = os.stat(full).st_size
+    result.files += 1
+    if size != entry["size"]:
+        result.problems.append(f"{rel}: {size} bytes, the manifest says {entry['size']}"
+                               + (": cut short (a partial copy or an interrupted write)" if size < entry["size"]
+                                  else ": longer than saved"))
+        return
+    if not result.hashed:
+        result.bytes += size
+        return
+    digest, read_bytes = sha256_file(full, root=tag_dir, on_read=on_read)
+    result.bytes += read_bytes
+    if digest != entry.get("sha256"):
+        result.problems.append(f"{rel}: sha256 {digest[:16]}... differs from the manifest's "
+                               f"{str(entry.get('sha256'))[:16]}...: its bytes changed since the save "
+                               "(bit rot, or a file rewritten)")
 
 
 def _refused(tag_dir: str, path: str) -> str | None:

@@ -23,13 +23,14 @@ class ProbeContext:
     host_memory: int | None = None  # bytes the loading node has (--host-memory), when not this host
     ranks_per_node: int | None = None  # ranks loading on one node (--ranks-per-node)
     as_user: object = None  # triage.probe.as_user.Identity the permission probe checks as (--as-user)
+    timeout: float | None = None  # --timeout: seconds the real load (--reproduce) may take before it is killed
     _meta: dict[str, ShardMeta] = field(default_factory=dict, repr=False)
     _layout: SavedLayout | None = field(default=None, repr=False)
     results: dict = field(default_factory=dict, repr=False)  # name -> ProbeResult of probes already run
 
     @classmethod
     def for_path(cls, path: str, target: Target | None = None, deep: bool = False, **options) -> "ProbeContext":
-        """options: reproduce, model_factory, trust_checkpoint, host_memory, ranks_per_node, as_user."""
+        """options: reproduce, model_factory, trust_checkpoint, host_memory, ranks_per_node, as_user, timeout."""
         return cls(ckpt=locate(path), target=target or Target(), deep=deep, **options)
 
     @property

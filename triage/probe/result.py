@@ -19,6 +19,7 @@ class ProbeResult:
     checked: list[str] = field(default_factory=list)  # signals it could test, found or clear
     facts: dict = field(default_factory=dict)
     found_lines: int = 0  # how many evidence lines (from the first) say what was found; the rest is context
+    load: dict | None = None  # reproduce: the load it ran (ds_config, world size, stage, model), in the JSON
 
     @property
     def headline(self) -> list[str]:
@@ -26,11 +27,41 @@ class ProbeResult:
         return self.evidence[:max(1, self.found_lines)]
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "name": self.name, "status": self.status, "summary": self.summary,
             "evidence": list(self.evidence), "command": self.command,
             "signals": list(self.signals), "checked": list(self.checked),
         }
+        if self.load is not None:
+            data["load"] = self.load
+        return data
+
+
+@dataclass
+class Findings:
+    """What a probe's checks found, in the shape outcome() takes."""
+
+    signals: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)
+    complete: bool = True
+
+    def unknown(self, note: str) -> None:
+        """Something it could not check: the probe cannot refute its problem."""
+        self.complete = False
+        self.context.append(note)
+
+    def compared(self, signal: str, differs: bool, text: str) -> None:
+        self.checked.append(signal)
+        if differs:
+            self.found(signal, text)
+        else:
+            self.context.append(text)
+
+    def found(self, signal: str, text: str) -> None:
+        self.signals.append(signal)
+        self.evidence.append(text)
 
 
 def outcome(name: str, *, signals: list[str], checked: list[str], complete: bool, found: str,

@@ -42,6 +42,7 @@ class Target:
     model_claims: object = None  # triage.probe.log_facts.ModelClaims: what torch's load error said
     load_dir: str | None = None  # the dir the job passes to load_checkpoint (--load-dir, the log, triage's --ckpt)
     load_tag: str | None = None  # the tag the job loaded, when the log's checkpoint engine named a file of it
+    log_path: str | None = None  # triage: the log file the facts "the log, line N" were read from ('-': stdin)
     sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
 
     def describe(self, name: str) -> str:
@@ -109,6 +110,8 @@ def _from_log(target: Target, whole: str) -> None:
             if target.stage is None and config_stage(config) is not None:
                 target.stage, target.sources["stage"] = config_stage(config), f"the log, line {line}"
     target.model_claims = model_claims(text) or None
+    if target.model_claims is not None:
+        target.model_claims.line += skipped  # a line of the whole log, as every other source says
     for name, patterns, kind in (("stage", LOG_STAGE, int), ("world_size", LOG_WORLD, int),
                                  ("optimizer", LOG_OPTIMIZER, str), ("load_dir", LOG_LOAD_DIR, str),
                                  ("load_tag", LOG_LOAD_TAG, str)):

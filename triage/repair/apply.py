@@ -6,7 +6,8 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from triage.errors import BadInput, TriageError
+from triage import progress
+from triage.errors import BadInput, TimedOut, TriageError
 from triage.probe import trust
 from triage.repair import files, registry
 from triage.repair.plan import Check, Options, Plan, Source
@@ -49,6 +50,7 @@ def make_plan(action: str, path: str, options: Options) -> Plan:
         raise BadInput(f"{path}: no such file or directory")
     source = Source.locate(path, options.tag)
     plan = registry.action(action).plan(source, options)
+    plan.timeout = options.timeout
     if plan.tag:
         scanned = trust.scan(os.path.join(plan.root, plan.tag))
         if scanned.untrusted:
@@ -92,11 +94,26 @@ def apply(plan: Plan, options: Options) -> Outcome:
     outcome.checks = module.structural(plan)
     outcome.load_skipped = skip_reason(plan, options)
     if outcome.load_skipped is None and all(c.ok for c in outcome.checks):
-        from triage.repair import real_load
-
-        outcome.load = real_load.run(plan.load, options.model_factory)
+        outcome.load = _verifying_load(plan, options, module)
     elif outcome.load_skipped is None:
         outcome.load_skipped = "not run: the structural checks failed"
     if not outcome.ok and hasattr(module, "rollback"):
         outcome.rolled_back = module.rollback(plan) or None
     return outcome
+
+
+def _verifying_load(plan: Plan, options: Options, module):
+    """The real DeepSpeed load of the result; past --timeout, what was written is said (and `latest`
+    put back) before the error goes up."""
+    from triage.repair import real_load
+
+    progress.write(f"repair {plan.action}: verifying the result with a real DeepSpeed load on "
+                   f"{plan.load.world_size} rank(s)")
+    try:
+        return real_load.run(plan.load, options.model_factory, options.timeout,
+                             label=f"repair {plan.action}: DeepSpeed load")
+    except TimedOut as exc:
+        undone = module.rollback(plan) if hasattr(module, "rollback") else ""
+        exc.message += (f". The result was written and structurally checked, not loaded: {plan.out}"
+                        + (f"; {undone}" if undone else ""))
+        raise

@@ -76,7 +76,7 @@ def _expected_shapes(source: Source) -> dict[str, list]:
 
 
 def execute(plan: Plan, staging: str) -> list[str]:
-    run_tool(plan.commands[0], staging)
+    run_tool(plan.commands[0], staging, plan.timeout, f"repair {NAME}: {plan.commands[0][2]}")
     return [f"zero_to_fp32 wrote {', '.join(sorted(os.listdir(staging)))}"]
 
 

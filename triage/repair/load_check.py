@@ -29,13 +29,14 @@ import sys
 import traceback
 
 
-def build(factory: str | None, twin: list | None = None) -> tuple:
+def build(factory: str | None, twin: list | None = None, optimizer: str | None = None) -> tuple:
     """(model, optimizer or None, batch or None) from what the factory returns (or the twin of
-    the saved param_shapes when there is no factory: triage/repair/twin.py)."""
+    the saved param_shapes when there is no factory: triage/repair/twin.py, its optimizer the
+    class `optimizer` names)."""
     if factory is None:
         from triage.repair import twin as twin_model
 
-        made = twin_model.build(twin)
+        made = twin_model.build(twin, optimizer)
     else:
         module_name, _, function = factory.partition(":")
         sys.path.insert(0, os.getcwd())
@@ -77,19 +78,29 @@ def check(spec: dict) -> dict:
     import deepspeed
     import torch
 
+    if spec.get("reraise"):  # `probe --reproduce`: DeepSpeed's INFO lines too, as most jobs print them
+        _info_logging()
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0)
-    model, optimizer, batch = build(spec["factory"], spec.get("twin"))
+    model, optimizer, batch = build(spec["factory"], spec.get("twin"), spec.get("optimizer"))
     config = spec["config"]
     notes = []
-    if optimizer is None and "optimizer" not in config:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        notes.append("optimizer: torch.optim.AdamW (the factory returned none and the ds_config names none)")
+    parameters = None
+    if "optimizer" in config and spec["factory"] is None:
+        # the ds_config names the optimizer: DeepSpeed builds it, over the saved param groups
+        parameters, optimizer = [{"params": g["params"]} for g in optimizer.param_groups], None
+    elif optimizer is None and "optimizer" not in config:
+        from triage.repair.twin import make_optimizer
+
+        optimizer = make_optimizer(spec.get("optimizer"), model.parameters())
+        notes.append(f"optimizer: torch.optim.{type(optimizer).__name__} (the factory returned none and the "
+                     "ds_config names none)")
     mode = spec["mode"]
     if mode == "state-dict":
         model.load_state_dict(read_state_dict(spec["state_dict"]), strict=True)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config,
-                                      model_parameters=None if optimizer is not None else model.parameters())
+                                      model_parameters=parameters if parameters is not None else
+                                      None if optimizer is not None else model.parameters())
     result = {"ok": True, "load_path": None, "global_steps": None, "notes": notes,
               "optimizer": type(engine.optimizer).__name__ if engine.optimizer is not None else None}
     if mode != "state-dict":
@@ -105,6 +116,16 @@ def check(spec: dict) -> dict:
         engine.step()
         result["step_loss"] = float(loss)
     return result
+
+
+def _info_logging() -> None:
+    import logging
+
+    from deepspeed.utils import logger
+
+    logger.setLevel(logging.INFO)
+    for handler in logger.handlers:
+        handler.setLevel(logging.INFO)
 
 
 def main(argv: list[str]) -> int:

@@ -32,6 +32,7 @@ class Options:
     safetensors: bool = False
     max_shard_size: str | None = None
     trust_checkpoint: bool = False  # --trust-checkpoint: convert/load files the trust gate cannot verify
+    timeout: float | None = None  # --timeout: seconds each tool and the verifying load may run before they are killed
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Plan:
     load: LoadSpec | None = None
     staging: str | None = None
     data: dict = field(default_factory=dict)  # the action's own values (new tag, config, layout facts)
+    timeout: float | None = None  # --timeout for the tools it runs (triage/repair/tools.py)
 
     def shown_commands(self) -> list[str]:
         return [" ".join(shlex.quote(a.replace("{staging}", self.staging or "")) for a in c) for c in self.commands]

@@ -7,13 +7,12 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 
+from triage.errors import TimedOut
 from triage.repair.plan import LoadSpec
-from triage.repair.tools import PYTHON, subprocess_env, tail
+from triage.repair.tools import PYTHON, run_live, tail
 
 TIMEOUT = 1800
 MAX_OUTPUT = 4 << 20  # characters of output kept for the classifier: head and tail
@@ -47,41 +46,38 @@ def command(spec_path: str, result_path: str, world_size: int) -> list[str]:
             "-m", "triage.repair.load_check", spec_path, result_path]
 
 
-def run(spec: LoadSpec, factory: str | None, timeout: int = TIMEOUT, *, twin: list | None = None,
-        reraise: bool = False) -> LoadResult:
-    """Load spec's checkpoint with real DeepSpeed on spec.world_size ranks; never raises for a failed load.
+def run(spec: LoadSpec, factory: str | None, timeout: float | None = None, *, twin: list | None = None,
+        reraise: bool = False, optimizer: str | None = None, label: str = "") -> LoadResult:
+    """Load spec's checkpoint with real DeepSpeed on spec.world_size ranks; never raises for a failed
+    load, TimedOut past `timeout` seconds (default TIMEOUT: torchrun and its ranks are killed).
 
-    factory None: the model is the twin of the saved param shapes (triage/repair/twin.py). reraise:
-    a failing rank prints its traceback as the job would, and the result keeps the whole output."""
+    factory None: the model is the twin of the saved param shapes (triage/repair/twin.py); optimizer:
+    the torch.optim class to build when neither the factory nor the ds_config gives one. reraise: a
+    failing rank prints its traceback as the job would, and the result keeps the whole output.
+    DeepSpeed's output is shown on stderr as it comes when progress is on (triage/progress/)."""
+    limit = timeout or TIMEOUT
     work = tempfile.mkdtemp(prefix="ds-triage-load-check-")
     try:
         spec_path, result_path = os.path.join(work, "spec.json"), os.path.join(work, "result")
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump({"factory": factory, "twin": twin, "reraise": reraise, "mode": spec.mode,
                        "load_dir": spec.load_dir, "tag": spec.tag, "config": spec.config,
-                       "state_dict": spec.state_dict}, f)
+                       "state_dict": spec.state_dict, "optimizer": optimizer}, f)
         argv = command(spec_path, result_path, spec.world_size)
         shown = " ".join(shlex.quote(a) for a in argv[:5]) + " -m triage.repair.load_check ..."
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=subprocess_env(),
-                                  stdin=subprocess.DEVNULL, timeout=timeout)
-            code, output = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            code, output = "timeout", _text(exc.stdout) + _text(exc.stderr)
-        seconds = time.monotonic() - start
+        ran = run_live(argv, limit, label or f"DeepSpeed load on {spec.world_size} rank(s)", keep=MAX_OUTPUT)
+        if ran.code is None:
+            raise TimedOut(f"the real DeepSpeed load ({shown}) ran past the time limit of {limit:g} s and was "
+                           f"stopped: {ran.killed} process(es) killed (torchrun and the ranks it had started); nothing was "
+                           "concluded about the load. Give it longer with --timeout SECONDS (the first run on a machine "
+                           "also builds DeepSpeed's CPU comm op: a minute or more)")
         ranks = [_read(p) for p in sorted(glob.glob(result_path + ".*"))]
-        result = _result(spec, shown, seconds, code, output, ranks, timeout)
+        result = _result(spec, shown, ran.seconds, ran.code, ran.output, ranks, limit)
         if reraise:
-            half = MAX_OUTPUT // 2
-            result.output = output if len(output) <= MAX_OUTPUT else output[:half] + "\n" + output[-half:]
+            result.output = ran.output
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _text(data) -> str:
-    return data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
 
 
 def _read(path: str) -> dict:

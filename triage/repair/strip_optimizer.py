@@ -75,7 +75,7 @@ def execute(plan: Plan, staging: str) -> list[str]:
     for name in plan.data["copies"]:
         confine.copy_regular(os.path.join(plan.root, plan.tag, name), os.path.join(tag_dir, name), plan.root)
     for command in plan.commands:
-        run_tool(command, staging)
+        run_tool(command, staging, plan.timeout, f"repair {NAME}: {command[2]}")
     files.atomic_write(os.path.join(staging, "latest"), plan.tag)
     return [f"kept {len(plan.data['kept'])} file(s), left out {len(plan.data['dropped'])}"]
 

@@ -13,16 +13,27 @@ Imported only inside the load checker's ranks: it needs torch.
 from __future__ import annotations
 
 
-def build(groups: list[dict[str, list[int]]]) -> dict:
-    """{"model": the twin, "optimizer": AdamW over the saved param groups} from the saved shapes."""
+def build(groups: list[dict[str, list[int]]], optimizer: str | None = None) -> dict:
+    """{"model": the twin, "optimizer": `optimizer` (a torch.optim class name, default AdamW) over
+    the saved param groups, "param_groups": those groups} from the saved shapes."""
     import torch
 
     root = torch.nn.Module()
     params = []
     for group in groups:
         params.append([_add(root, name, shape) for name, shape in group.items()])
-    optimizer = torch.optim.AdamW([{"params": p} for p in params if p], lr=1e-3)
-    return {"model": root, "optimizer": optimizer}
+    param_groups = [{"params": p} for p in params if p]
+    return {"model": root, "optimizer": make_optimizer(optimizer, param_groups), "param_groups": param_groups}
+
+
+def make_optimizer(name: str | None, params):
+    """torch.optim.<name> over params (AdamW when name is None or torch has no such class)."""
+    import torch
+
+    cls = getattr(torch.optim, name or "AdamW", None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+        cls = torch.optim.AdamW
+    return cls(params, lr=1e-3)
 
 
 def _add(root, name: str, shape) -> object:

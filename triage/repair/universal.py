@@ -72,7 +72,7 @@ def plan(source: Source, options) -> Plan:
 
 
 def execute(plan: Plan, staging: str) -> list[str]:
-    run_tool(plan.commands[0], staging)
+    run_tool(plan.commands[0], staging, plan.timeout, f"repair {NAME}: {plan.commands[0][2]}")
     zero = os.path.join(staging, plan.tag, "zero")
     folders = [n for n in os.listdir(zero) if os.path.isdir(os.path.join(zero, n))] if os.path.isdir(zero) else []
     return [f"ds_to_universal wrote {len(folders)} parameter folder(s)"]

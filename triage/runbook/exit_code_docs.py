@@ -13,6 +13,10 @@ own list.
 
 Errors are one line each on stderr, prefixed `ds-triage: error:`; data (the report, the JSON)
 goes to stdout. A broken pipe (`ds-triage classify job.log | head`) exits 0.
+
+Progress goes to stderr and never changes an exit code: `--progress` shows it when stderr is
+not a terminal, `-q` hides it (and the one-line summaries of `stream` and `manifest`); errors are
+printed either way.
 """
 
 READING = """## Reading 0 and 1

@@ -18,9 +18,10 @@ def open_input(path: str) -> int:
     return 0 if path == "-" else open_file(path)
 
 
-def pump(fd: int, triage: StreamTriage) -> None:
+def pump(fd: int, triage: StreamTriage, on_read=None) -> None:
     """Feed everything from `fd` until end of input. While the input is quiet, select()
-    returns at the next incident's idle deadline so it is emitted on time."""
+    returns at the next incident's idle deadline so it is emitted on time. on_read(n): called
+    after each chunk of n bytes is fed (a progress meter)."""
     waits = _can_select(fd)
     while True:
         if waits:
@@ -39,6 +40,8 @@ def pump(fd: int, triage: StreamTriage) -> None:
         now = time.monotonic()
         triage.feed(data, now)
         triage.tick(now)
+        if on_read is not None:
+            on_read(len(data))
     triage.finish(time.monotonic())
 
 

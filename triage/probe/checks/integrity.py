@@ -14,14 +14,26 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass, field
 
+from triage import progress
 from triage.probe import zipcheck
 from triage.probe.context import ProbeContext
-from triage.probe.result import ProbeResult, outcome
+from triage.probe.result import Findings, ProbeResult, outcome
 
 NAME = "integrity"
 SIGNALS = ("empty", "zeroed", "garbage", "lfs_pointer", "truncated", "bad_zip", "crc_mismatch",
            "bad_pickle", "storage_missing", "suspicious_pickle")
+
+
+@dataclass
+class _Found(Findings):
+    bad: list[str] = field(default_factory=list)  # the damaged files, the first for the command
+    files: int = 0  # shards checked
+
+    def damaged(self, signal: str, path: str, text: str) -> None:
+        self.found(signal, text)
+        self.bad.append(path)
 
 
 def probe(ctx: ProbeContext) -> ProbeResult:
@@ -29,62 +41,67 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if listing is None or not listing.exists or listing.error:
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown="no shard could be listed to check", evidence=[], command="")
-    evidence: list[str] = []
-    context: list[str] = []
-    signals: list[str] = []
-    bad: list[str] = []
-    complete = True
-    checked_files = 0
-    for shard in listing.shards:
-        path = os.path.join(listing.path, shard.name)
-        z = zipcheck.check(path, deep=ctx.deep)
-        if z.unreadable:
-            complete = False
-            context.append(f"{shard.name}: not checked, cannot open it ({z.unreadable})")
-            continue
-        if z.legacy:
-            complete = False
-            context.append(f"{shard.name}: {z.detail}; not checked")
-            continue
-        checked_files += 1
-        if z.problem:
-            signals.append(z.problem)
-            bad.append(path)
-            evidence.append(f"{shard.name}: {z.problem}: {z.detail}")
-            continue
-        meta = ctx.meta(shard.name)
-        if meta.over_cap:
-            signals.append("suspicious_pickle")
-            bad.append(path)
-            evidence.append(f"{shard.name}: its pickle goes over the safe reader's cap ({meta.over_cap}), which no "
-                            "DeepSpeed checkpoint's metadata comes near: built to exhaust memory or time. Not read "
-                            "further; do not load this file")
-            continue
-        if meta.error:
-            signals.append("bad_pickle")
-            bad.append(path)
-            evidence.append(f"{shard.name}: its pickle (data.pkl) cannot be read: {meta.error}")
-            continue
-        if meta.suspicious:
-            signals.append("suspicious_pickle")
-            bad.append(path)
-            evidence.append(f"{shard.name}: its pickle names {', '.join(meta.suspicious[:5])}, which no DeepSpeed "
-                            "checkpoint needs: torch.load(weights_only=False) would run it. Not executed here; "
-                            "do not load this file")
-        short = _storage_problems(meta, z.records)
-        if short:
-            signals.append("storage_missing")
-            bad.append(path)
-            evidence.append(f"{shard.name}: {short}")
-    if not signals:
-        context.append(f"{checked_files} of {len(listing.shards)} shard(s) checked: zip structure whole"
-                        + (", every record's CRC-32 verified" if ctx.deep else " (--deep also checks every CRC-32)")
-                        + ", pickles readable with DeepSpeed's globals only")
-    target = shlex.quote(bad[0]) if bad else ctx.q(ctx.ckpt.tag, listing.shards[0].name) if listing.shards else ""
+    found = _Found()
+    shards = listing.shards
+    # --deep reads every byte: a meter of the bytes read (triage/progress/)
+    with progress.meter(f"integrity: CRC-32 of {len(shards)} shard(s)", _total(listing), show=ctx.deep) as shown:
+        for number, shard in enumerate(shards, 1):
+            shown.set_postfix_str(f"shard {number}/{len(shards)}", refresh=False)
+            path = os.path.join(listing.path, shard.name)
+            before = shown.n
+            z = zipcheck.check(path, deep=ctx.deep, on_read=shown.update)
+            shown.update(max(0, z.size - (shown.n - before)))  # headers and directory: the file's every byte
+            _check_shard(ctx, shard.name, z, found)
+    if not found.signals:
+        found.context.append(f"{found.files} of {len(shards)} shard(s) checked: zip structure whole"
+                             + (", every record's CRC-32 verified" if ctx.deep else " (--deep also checks every CRC-32)")
+                             + ", pickles readable with DeepSpeed's globals only")
+    target = shlex.quote(found.bad[0]) if found.bad else ctx.q(ctx.ckpt.tag, shards[0].name) if shards else ""
     command = f"python3 -m zipfile -t {target}" if target else ""
-    return outcome(NAME, signals=signals, checked=list(SIGNALS) if complete else [], complete=complete,
-                   found="a shard is damaged or unsafe", clear="every shard is a whole torch.save archive",
-                   unknown="not every shard could be checked", evidence=evidence, context=context, command=command)
+    return outcome(NAME, signals=found.signals, checked=list(SIGNALS) if found.complete else [],
+                   complete=found.complete, found="a shard is damaged or unsafe",
+                   clear="every shard is a whole torch.save archive", unknown="not every shard could be checked",
+                   evidence=found.evidence, context=found.context, command=command)
+
+
+def _total(listing) -> int | None:
+    total = 0
+    for shard in listing.shards:
+        try:
+            total += os.lstat(os.path.join(listing.path, shard.name)).st_size
+        except OSError:
+            pass
+    return total or None
+
+
+def _check_shard(ctx: ProbeContext, name: str, z: zipcheck.ZipCheck, found: _Found) -> None:
+    path = z.path
+    if z.unreadable:
+        found.unknown(f"{name}: not checked, cannot open it ({z.unreadable})")
+        return
+    if z.legacy:
+        found.unknown(f"{name}: {z.detail}; not checked")
+        return
+    found.files += 1
+    if z.problem:
+        found.damaged(z.problem, path, f"{name}: {z.problem}: {z.detail}")
+        return
+    meta = ctx.meta(name)
+    if meta.over_cap:
+        found.damaged("suspicious_pickle", path, f"{name}: its pickle goes over the safe reader's cap "
+                      f"({meta.over_cap}), which no DeepSpeed checkpoint's metadata comes near: built to exhaust "
+                      "memory or time. Not read further; do not load this file")
+        return
+    if meta.error:
+        found.damaged("bad_pickle", path, f"{name}: its pickle (data.pkl) cannot be read: {meta.error}")
+        return
+    if meta.suspicious:
+        found.damaged("suspicious_pickle", path, f"{name}: its pickle names {', '.join(meta.suspicious[:5])}, which "
+                      "no DeepSpeed checkpoint needs: torch.load(weights_only=False) would run it. Not executed "
+                      "here; do not load this file")
+    short = _storage_problems(meta, z.records)
+    if short:
+        found.damaged("storage_missing", path, f"{name}: {short}")
 
 
 def _storage_problems(meta, records: dict[str, int]) -> str | None:

@@ -17,11 +17,10 @@ does not say.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file, first_optim_file
-from triage.probe.result import ProbeResult, outcome
+from triage.probe.result import Findings, ProbeResult, outcome
 
 NAME = "optimizer"
 SIGNALS = ("type_differs", "groups_differ")
@@ -139,7 +138,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     layout = ctx.layout() if readable else None
     have_type, type_how = saved_type(metas, layout.ds_config if layout else None)
     have_groups, groups_how = saved_groups(metas)
-    found = _Findings()
+    found = Findings()
     if want_type is not None:
         _compare_type(found, want_type, type_source, have_type, type_how)
     if want_groups is not None:
@@ -154,30 +153,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    facts={"saved_type": have_type, "saved_param_groups": have_groups})
 
 
-@dataclass
-class _Findings:
-    """What the comparisons found, in the shape outcome() takes."""
-
-    signals: list[str] = field(default_factory=list)
-    checked: list[str] = field(default_factory=list)
-    evidence: list[str] = field(default_factory=list)
-    context: list[str] = field(default_factory=list)
-    complete: bool = True
-
-    def unknown(self, note: str) -> None:
-        self.complete = False
-        self.context.append(note)
-
-    def compared(self, signal: str, differs: bool, text: str) -> None:
-        self.checked.append(signal)
-        if differs:
-            self.signals.append(signal)
-            self.evidence.append(text)
-        else:
-            self.context.append(text)
-
-
-def _compare_type(found: _Findings, want: str, want_how: str, have: str | None, have_how: str) -> None:
+def _compare_type(found: Findings, want: str, want_how: str, have: str | None, have_how: str) -> None:
     if have is None:
         return found.unknown("the checkpoint does not say which optimizer saved it")
     if family(want) is None:
@@ -194,7 +170,7 @@ def _compare_type(found: _Findings, want: str, want_how: str, have: str | None, 
     found.compared("type_differs", not same, line + why)
 
 
-def _compare_groups(found: _Findings, want: int, have: int | None, have_how: str) -> None:
+def _compare_groups(found: Findings, want: int, have: int | None, have_how: str) -> None:
     if have is None:
         return found.unknown("the checkpoint does not say how many param groups it saved")
     line = f"param groups: saved {have} ({have_how}), the load builds {want} (--param-groups)"
