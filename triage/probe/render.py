@@ -25,8 +25,11 @@ def _header(report: ProbeReport) -> list[str]:
     else:
         out.append(f"path: {ckpt.given} ({ckpt.given_kind.replace('_', ' ')})")
     target = report.ctx.target
-    parts = [f"{name.replace('_', ' ')} {target.describe(name)}" for name in ("stage", "world_size")
+    parts = [f"{name.replace('_', ' ')} {target.describe(name)}" for name in ("stage", "world_size", "mp", "precision")
              if getattr(target, name) is not None]
+    if target.pipeline is not None:
+        parts.append(("pipeline engine" + (f", {target.pp} stages" if target.pp else "") if target.pipeline
+                      else "no pipeline engine") + f" ({target.sources.get('pipeline', '?')})")
     if target.config_path:
         parts.append(f"config {target.config_path}")
     elif target.config is not None:
@@ -37,6 +40,8 @@ def _header(report: ProbeReport) -> list[str]:
         parts.append(f"model as torch's load error describes it (the log, line {target.model_claims.line})")
     parts += [f"{name.replace('_', ' ')} {target.describe(name)}" for name in ("optimizer", "param_groups")
               if getattr(target, name) is not None]
+    if target.ds_version:
+        parts.append(f"deepspeed {target.describe('ds_version')}")
     if parts:
         out.append("target: " + ", ".join(parts))
     return out
@@ -45,6 +50,9 @@ def _header(report: ProbeReport) -> list[str]:
 def _probe_lines(result, style: Style, indent: str = "  ", full: bool = True) -> list[str]:
     label, code = STATUS_STYLE[result.status]
     out = [f"{indent}{result.name:13s} {style(f'{label:12s}', code)} {result.summary}"]
+    if result.sources:  # where the load's settings this probe compared came from
+        out.append(f"{indent}{' ' * 14}from: " + "; ".join(f"{name.replace('_', ' ')} {where}"
+                                                          for name, where in result.sources.items()))
     if full or result.status != REFUTED:
         pad = indent + " " * 14
         for line in result.evidence:

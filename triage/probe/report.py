@@ -43,7 +43,9 @@ class ProbeReport:
     def target_json(self) -> dict:
         t = self.ctx.target
         return {"stage": t.stage, "world_size": t.world_size, "config": t.config_path, "model": t.model_path,
-                "optimizer": t.optimizer, "param_groups": t.param_groups, "sources": dict(t.sources)}
+                "optimizer": t.optimizer, "param_groups": t.param_groups, "dp": t.dp, "mp": t.mp,
+                "pipeline": t.pipeline, "pp": t.pp, "precision": t.precision, "ds_version": t.ds_version,
+                "sources": dict(t.sources)}
 
     def to_json(self) -> dict:
         return {

@@ -19,6 +19,8 @@ class ProbeResult:
     checked: list[str] = field(default_factory=list)  # signals it could test, found or clear
     facts: dict = field(default_factory=dict)
     found_lines: int = 0  # how many evidence lines (from the first) say what was found; the rest is context
+    sources: dict = field(default_factory=dict)  # the load's setting -> where it came from ("--config", "the log, line 12")
+    supports: list[str] = field(default_factory=list)  # facts that confirm a cause only the log names (verdict.SUPPORT)
 
     @property
     def headline(self) -> list[str]:
@@ -30,12 +32,14 @@ class ProbeResult:
             "name": self.name, "status": self.status, "summary": self.summary,
             "evidence": list(self.evidence), "command": self.command,
             "signals": list(self.signals), "checked": list(self.checked),
+            "sources": dict(self.sources), "supports": list(self.supports),
         }
 
 
 def outcome(name: str, *, signals: list[str], checked: list[str], complete: bool, found: str,
             clear: str, unknown: str, evidence: list[str], command: str, facts: dict | None = None,
-            context: list[str] | None = None) -> ProbeResult:
+            context: list[str] | None = None, sources: dict | None = None,
+            supports: list[str] | None = None) -> ProbeResult:
     """The usual status rule: any signal -> confirmed; all checked and clear -> refuted; else inconclusive.
 
     evidence: what was found (first in the result); context: what the probe saw around it."""
@@ -48,7 +52,8 @@ def outcome(name: str, *, signals: list[str], checked: list[str], complete: bool
     else:
         status, summary = INCONCLUSIVE, unknown
     return ProbeResult(name, status, summary, list(evidence) + list(context or []), command, signals, checked,
-                       facts or {}, found_lines=len(evidence))
+                       facts or {}, found_lines=len(evidence), sources=dict(sources or {}),
+                       supports=list(supports or []))
 
 
 def not_implemented(name: str) -> ProbeResult:

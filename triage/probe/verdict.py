@@ -49,8 +49,10 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "refute": [["completeness.stage_differs", "config.stage_differs"]],
     },
     "parallelism_mismatch": {
-        "confirm": ["completeness.world_size_differs", "config.tp_differs", "config.pp_differs"],
-        "refute": [["completeness.world_size_differs"], ["config.tp_differs"], ["config.pp_differs"]],
+        "confirm": ["completeness.world_size_differs", "completeness.mp_differs", "completeness.pipeline_differs",
+                    "config.tp_differs", "config.pp_differs"],
+        "refute": [["completeness.world_size_differs"], ["config.tp_differs", "completeness.mp_differs"],
+                   ["config.pp_differs", "completeness.pipeline_differs"]],
     },
     "config_mismatch": {"confirm": ["config.precision_differs"], "refute": []},
     # model: --model compared with the saved names and shapes; optimizer: --optimizer / --param-groups.
@@ -68,6 +70,13 @@ CATEGORIES: dict[str, dict[str, list]] = {
     # Not decided by probes at all.
     "known_bug": {"confirm": [], "refute": []},
     "unknown": {"confirm": [], "refute": []},
+}
+
+# Facts that confirm a category only when the log names it: alone they are no problem (a healthy
+# checkpoint can have them), beside an error of that kind they are its likely reason. A checkpoint
+# saved by a newer DeepSpeed than the load's loads fine unless the load fails on a version skew.
+SUPPORT: dict[str, list[str]] = {
+    "version_incompatible": ["version.saved_newer"],
 }
 
 RULES: dict[str, dict[str, list]] = {
@@ -115,6 +124,8 @@ def decide(category: str, rule_id: str | None, results: dict[str, ProbeResult]) 
     found = {f"{r.name}.{s}" for r in results.values() for s in r.signals}
     checked = {f"{r.name}.{s}" for r in results.values() for s in r.checked}
     hits = [s for s in e["confirm"] if s in found]
+    supported = {f"{r.name}.{s}" for r in results.values() for s in r.supports}
+    hits += [s for s in SUPPORT.get(category, []) if s in supported]
     if hits:
         return Decision(CONFIRMED, "found: " + ", ".join(hits), hits)
     if not e["confirm"] and not e["refute"]:

@@ -9,7 +9,13 @@ load at that stage and world size finds the files it looks for.
 Confirmed: tag_missing (the tag dir does not exist), tag_empty, model_missing, optim_missing,
 layer_missing, extra_shards, incomplete_save (files missing in a tag `latest` never named: a
 save that died), stage_differs (saved ZeRO-3 vs a stage-1/2 load, or the reverse, or ZeRO-0
-vs ZeRO), world_size_differs (a ZeRO or model-parallel checkpoint on another world size).
+vs ZeRO), world_size_differs (a ZeRO or model-parallel checkpoint on another world size),
+mp_differs (the load's model-parallel size is not the saved mp_world_size, whatever the world
+size), pipeline_differs (pipeline layer files loaded by an engine that is no PipelineEngine, or
+by one with another number of pipeline stages).
+
+The load's settings come from --stage / --world-size / --config, else from the job's log
+(triage/probe/target.py); `sources` in the result says which, for each.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from triage.probe.result import ProbeResult, outcome
 
 NAME = "completeness"
 SAVED = ("tag_missing", "tag_empty", "model_missing", "optim_missing", "layer_missing", "extra_shards", "incomplete_save")
-TARGET = ("stage_differs", "world_size_differs")
+TARGET = ("stage_differs", "world_size_differs", "mp_differs", "pipeline_differs")
 SIGNALS = SAVED + TARGET
 
 
@@ -38,7 +44,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                        found="the checkpoint does not hold what this load needs",
                        clear="every shard the saved degrees require is present",
                        unknown="could not check every shard", evidence=evidence, context=context,
-                       command=command)
+                       command=command, sources=_sources(ctx))
 
     if listing is None:
         evidence.append("no checkpoint tag to check")
@@ -105,6 +111,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if not signals and expected is not None:
         context.insert(0, f"all {len(present)} shard(s) present for the saved degrees")
     _against_target(ctx, layout, evidence, context, signals, checked)
+    _against_parallel(ctx, layout, evidence, context, signals, checked)
     return result(complete)
 
 
@@ -156,6 +163,47 @@ def _against_target(ctx: ProbeContext, layout, evidence: list[str], context: lis
                 f"{target.describe('world_size')}: ZeRO-{layout.stage} optimizer state is partitioned over "
                 f"dp {layout.dp}; resume on the same world size, convert with ds_to_universal, or load "
                 "without optimizer states")
+
+
+def _against_parallel(ctx: ProbeContext, layout, evidence: list[str], context: list[str], signals: list[str],
+                      checked: list[str]) -> None:
+    """The load's model-parallel size and pipeline against the saved mp_world_size and layer files."""
+    target = ctx.target
+    if target.mp is not None and layout.mp is not None:
+        checked.append("mp_differs")
+        if target.mp != layout.mp:
+            signals.append("mp_differs")
+            evidence.append(f"saved with model-parallel size {layout.mp} (mp_world_size; mp_rank_* files), loading "
+                            f"with mp {target.describe('mp')}: each model-parallel rank reads its own mp_rank_XX "
+                            "file; load with the saved tensor-parallel size (or reshape the checkpoint first)")
+        else:
+            context.append(f"model-parallel size {target.describe('mp')} as saved")
+    saved_pipe = bool(layout.names.layers)
+    if target.pipeline is False and saved_pipe:
+        checked.append("pipeline_differs")
+        signals.append("pipeline_differs")
+        evidence.append(f"a pipeline checkpoint ({len(layout.names.layers)} layer_*-model_states.pt files) loaded by "
+                        f"an engine that is no PipelineEngine ({target.sources.get('pipeline', '?')}): its "
+                        "mp_rank_*_model_states.pt holds no module weights; load it with the PipelineModule it "
+                        "was saved from, or convert it")
+    elif target.pipeline is False:
+        checked.append("pipeline_differs")
+        context.append(f"no pipeline engine, as saved ({target.sources.get('pipeline', '?')})")
+    elif target.pipeline and saved_pipe and target.pp is not None and layout.pp is not None:
+        checked.append("pipeline_differs")
+        if target.pp != layout.pp:
+            signals.append("pipeline_differs")
+            evidence.append(f"saved with {layout.pp} pipeline stages, loading with {target.describe('pp')}: the "
+                            "stages' optimizer state and layer partitioning do not carry over")
+        else:
+            context.append(f"{layout.pp} pipeline stages as saved")
+
+
+def _sources(ctx: ProbeContext) -> dict[str, str]:
+    """Where each of the load's settings this probe compares came from."""
+    target = ctx.target
+    return {name: target.sources[name] for name in ("stage", "world_size", "mp", "pipeline", "pp")
+            if getattr(target, name) is not None and name in target.sources}
 
 
 def _model_files(ctx: ProbeContext) -> str:

@@ -151,7 +151,9 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    clear="the saved optimizer matches the one the load builds",
                    unknown="the checkpoint does not say enough about its optimizer",
                    evidence=found.evidence, context=found.context, command=command,
-                   facts={"saved_type": have_type, "saved_param_groups": have_groups})
+                   facts={"saved_type": have_type, "saved_param_groups": have_groups},
+                   sources={k: v for k, v in (("optimizer", type_source if want_type else ""),
+                                              ("param_groups", "--param-groups" if want_groups else "")) if v})
 
 
 @dataclass
