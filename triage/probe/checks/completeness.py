@@ -158,11 +158,12 @@ def _against_target(ctx: ProbeContext, layout, evidence: list[str], context: lis
                             "ZeRO-0 checkpoints load on any data-parallel size")
         else:
             signals.append("world_size_differs")
+            split = (f"ZeRO-{layout.stage} optimizer state is partitioned over dp {layout.dp}" if layout.stage
+                     else f"the model is split over {layout.mp} model-parallel ranks (mp_rank_* files)")
             evidence.append(
                 f"saved on {saved_world} rank(s) (dp {layout.dp} x mp {layout.mp or 1}), loading on "
-                f"{target.describe('world_size')}: ZeRO-{layout.stage} optimizer state is partitioned over "
-                f"dp {layout.dp}; resume on the same world size, convert with ds_to_universal, or load "
-                "without optimizer states")
+                f"{target.describe('world_size')}: {split}; resume on the same world size, convert with "
+                "ds_to_universal, or load without optimizer states")
 
 
 def _against_parallel(ctx: ProbeContext, layout, evidence: list[str], context: list[str], signals: list[str],
@@ -183,9 +184,9 @@ def _against_parallel(ctx: ProbeContext, layout, evidence: list[str], context: l
         checked.append("pipeline_differs")
         signals.append("pipeline_differs")
         evidence.append(f"a pipeline checkpoint ({len(layout.names.layers)} layer_*-model_states.pt files) loaded by "
-                        f"an engine that is no PipelineEngine ({target.sources.get('pipeline', '?')}): its "
-                        "mp_rank_*_model_states.pt holds no module weights; load it with the PipelineModule it "
-                        "was saved from, or convert it")
+                        f"an engine that is no PipelineEngine ({target.sources.get('pipeline', '?')}): the weights "
+                        "are in the layer files, which only a PipelineEngine reads; load it with the PipelineModule "
+                        "it was saved from")
     elif target.pipeline is False:
         checked.append("pipeline_differs")
         context.append(f"no pipeline engine, as saved ({target.sources.get('pipeline', '?')})")
