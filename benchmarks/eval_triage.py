@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,25 +25,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from triage.eval.checkpoints import as_user, checkpoint_of  # noqa: E402  (shared with eval --with-checkpoints)
+
 TRIAGE = [sys.executable, "-m", "triage", "triage"]
-
-
-def checkpoint_of(case: dict, ckpts: Path) -> Path | None:
-    """The checkpoint the case's command loaded (converters name theirs), else its kept dir."""
-    m = re.search(r"--input_folder\s+(\S+)|zero_to_fp32\.py\s+(\S+)", case.get("command", ""))
-    named = next((g for g in (m.groups() if m else ()) if g), None)
-    for path in (Path(named) if named else None, ckpts / case["id"]):
-        if path is not None and path.exists():
-            return path
-    return None
-
-
-def as_user(case: dict) -> list[str]:
-    """The user the case's load ran as (setpriv --reuid), as an on-call root would pass it."""
-    m = re.match(r"setpriv --reuid=(\d+)(?: --regid=(\d+))?", case.get("command", ""))
-    if not m or os.geteuid() != 0:
-        return []
-    return ["--as-user", m.group(1) + (f":{m.group(2)}" if m.group(2) else "")]
 
 
 def main(argv: list[str] | None = None) -> int:
