@@ -138,3 +138,54 @@ def test_a_newer_release_confirms_only_a_version_skew_the_log_shows():
     # the same checkpoint untouched (saved by the installed release): nothing to support a skew
     healthy = ProbeContext.for_path(str(pc.scenario(pc.HEALTHY)))
     assert verdict.decide("version_incompatible", "DS-V102", checks.run(healthy, checks.ORDER)).status != "confirmed"
+
+
+# Facts of the checkpoint that confirm the cause the log names (verdict.SUPPORT, REFINES), and the
+# load's param groups from ZeRO-1/2's start-up: each on the real checkpoint and log of its case.
+CONFIRMED_BY_THE_CHECKPOINT = {
+    "killed-save-zero2-load-explicit-tag": ("partial_checkpoint", "completeness.incomplete_save"),
+    "zero2-dp1-param-groups-changed": ("optimizer_mismatch", "optimizer.groups_differ"),
+    "zero_to_fp32-zero0-checkpoint": ("zero_stage_mismatch", "completeness.zero0_saved"),
+    "zero2-dp2-load-universal-unconverted": ("config_mismatch", "completeness.not_universal"),
+    "ds_to_universal-zero2-dp2-without-inject-missing-state": ("known_bug", "completeness.no_universal_info"),
+    "zero_to_fp32-tp2-z1-fp32-unsupported": ("parallelism_mismatch", "completeness.model_parallel_saved"),
+}
+
+
+@pytest.mark.parametrize("case_id", sorted(CONFIRMED_BY_THE_CHECKPOINT))
+def test_the_checkpoint_confirms_the_cause_the_log_names(case_id, cli):
+    category, signal = CONFIRMED_BY_THE_CHECKPOINT[case_id]
+    data = triage_json(cli, case_id)
+    assert data["verdict"]["status"] == "confirmed" and data["verdict"]["category"] == category, data["verdict"]
+    assert signal in data["verdict"]["reason"]
+
+
+def test_a_save_that_died_explains_the_missing_shard(cli):
+    data = triage_json(cli, "killed-save-zero2-load-explicit-tag")
+    # the log's missing-file cause is confirmed, and the probes say why the file is missing
+    assert "DS-F002 (missing_file) confirmed" in data["verdict"]["reason"]
+    assert data["findings"] == ["missing_file", "partial_checkpoint"]
+
+
+def test_the_load_param_groups_come_from_zero_start_up(cli):
+    data = triage_json(cli, "zero2-dp1-param-groups-changed")
+    assert data["target"]["param_groups"] == 2
+    optimizer = probe_of(data, "optimizer")
+    assert optimizer["sources"]["param_groups"].startswith("the log, line ")
+    assert "saved 1" in optimizer["evidence"][0] and "the load builds 2 (the log, line" in optimizer["evidence"][0]
+
+
+def test_supports_alone_flag_nothing():
+    # a healthy stage-0 checkpoint, not universal, with no universal_checkpoint_info: all supports, no finding
+    ctx = ProbeContext.for_path(str(pc.scenario("zero_to_fp32-zero0-checkpoint")))
+    results = checks.run(ctx, checks.ORDER)
+    assert {"zero0_saved", "not_universal", "no_universal_info"} <= set(results["completeness"].supports)
+    assert verdict.findings(results) == [] and results["completeness"].status == "refuted"
+
+
+def test_a_healthy_tensor_parallel_resume_is_not_a_world_size_change(cli):
+    # DeepSpeed prints the data-parallel size as `world_size`; tp 2 runs on dp 1 x mp 2 = 2 ranks
+    case = "resume-tp2-z1-fp32"
+    data = triage_json(cli, case, log=CLEAN / f"{case}.log")
+    assert data["target"]["world_size"] == 2 and data["findings"] == []
+    assert data["verdict"]["status"] != "confirmed"

@@ -46,7 +46,7 @@ class Entry:
 
 # Every category the corpus has with checkpoints, the parallel and precision facts the probes
 # read from the log (stage 0 -> 2, mp size, pipeline engine, launch command), and healthy ones
-# (two plain resumes and one saved by a "newer" DeepSpeed, which loads fine).
+# (plain and tensor-parallel resumes, one saved by a "newer" DeepSpeed, which loads fine).
 SUBSET = (
     Entry("zero2-dp2-optim-shard-deleted"),  # missing_file
     Entry("zero2-dp2-model-states-deleted"),  # missing_file, the same log text as a stage change
@@ -70,6 +70,7 @@ SUBSET = (
     Entry("ds_to_universal-zero2-dp2-without-inject-missing-state"),  # known_bug
     Entry("resume-z2-dp2-fp32"),  # healthy
     Entry("resume-z3-dp2-fp32"),  # healthy
+    Entry("resume-tp2-z1-fp32"),  # healthy: tp 2 on dp 1 x mp 2, DeepSpeed prints world_size 1 (its dp size)
     Entry("zero2-dp1-optim-ds-version-newer"),  # healthy: saved "by 0.99.0", loads without a word
 )
 

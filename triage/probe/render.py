@@ -84,6 +84,12 @@ def render_probe(report: ProbeReport, style: Style | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _answer(triage: TriageReport):
+    """The hypothesis the verdict names (the first probed one when it names none)."""
+    rule_id = triage.verdict["rule_id"]
+    return next((p.hypothesis for p in triage.probed if p.hypothesis.rule.id == rule_id), triage.probed[0].hypothesis)
+
+
 def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     style = style or Style(False)
     out = []
@@ -95,12 +101,12 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     v = triage.verdict
     out.append("")
     if v["status"] == "likely":
-        top = triage.probed[0].hypothesis
+        top = _answer(triage)
         out.append(style(f"verdict (likely, not confirmed): {v['category']} [{v['rule_id']}] {top.rule.title}",
                          "1;33"))
         out.append(f"  {v['reason']}")
     elif v["rule_id"]:
-        top = triage.probed[0].hypothesis
+        top = _answer(triage)
         out.append(style(f"verdict: {v['category']} [{v['rule_id']}] {top.rule.title}", "1;31"))
         out.append(f"  {v['reason']}")
     elif v["category"] != "unknown":
@@ -142,7 +148,7 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     for r in results.values():
         out += _probe_lines(r, style, full=False)
     if v["rule_id"]:
-        top = triage.probed[0].hypothesis
+        top = _answer(triage)
         out.append("")
         out.append(style(f"fix ({top.rule.id}):", "1"))
         for step in top.rule.data["fix"]:

@@ -33,6 +33,8 @@ LOG_DS_VERSION = (re.compile(r"DeepSpeed info: version=(\d[\w.+-]*?),"),)
 LOG_BF16 = re.compile(r"\b(?:bfloat16_config \.+ enabled=|bfloat16_enabled \.+ )(True|False)\b")
 LOG_FP16 = re.compile(r"\b(?:float16_config \.+ enabled=|fp16_enabled \.+ )(True|False)\b")
 LOG_ENGINE = re.compile(r"DeepSpeedEngine configuration:")
+# ZeRO-1/2 flattens each param group of the optimizer it wraps (stage_1_and_2.py __init__)
+LOG_GROUP = re.compile(r"Flattening param group (\d+) on ")
 # PipelineEngine.__init__ (deepspeed/runtime/pipe/engine.py) after the engine's own start-up, and
 # PipelineModule's topology (printed before deepspeed.initialize): the load runs a pipeline engine.
 LOG_PIPE_ENGINE = re.compile(r"is_pipe_partitioned=|\bRANK=\d+ STAGE=\d+ LAYERS=\d+")
@@ -178,7 +180,9 @@ def _from_log(target: Target, whole: str) -> None:
                 setattr(target, name, kind(m.group(1)))
                 target.sources[name] = f"the log, line {line}"
                 break
+    _world_from_groups(target)
     _precision_from_log(target, text, skipped)
+    _groups_from_log(target, text, skipped)
     _pipeline_from_log(target, whole, text, skipped)
     _launch_from_log(target, whole)
 
@@ -195,6 +199,28 @@ def _precision_from_log(target: Target, text: str, skipped: int) -> None:
     if bf16 and fp16:
         target.precision = "bf16" if bf16.group(1) == "True" else "fp16" if fp16.group(1) == "True" else "fp32"
         target.sources["precision"] = _line(text, min(bf16.start(), fp16.start()), skipped)
+
+
+def _world_from_groups(target: Target) -> None:
+    """DeepSpeed's printed `world_size` is its data-parallel size: with model or pipeline
+    parallelism the ranks are dp x mp (mp_world_size counts the pipeline stages too), which the
+    distributed-groups summary gives."""
+    printed = target.sources.get("world_size", "")
+    if target.dp is None or target.mp is None or not printed.startswith("the log"):
+        return
+    if target.world_size == target.dp and target.mp > 1:
+        target.world_size = target.dp * target.mp
+        target.sources["world_size"] = f"{target.sources['dp']} and {target.sources['mp'].removeprefix('the log, ')}"
+
+
+def _groups_from_log(target: Target, text: str, skipped: int) -> None:
+    """The param groups of the load's optimizer: ZeRO-1/2 flattens each, numbered from 0."""
+    if target.param_groups is not None:
+        return
+    groups = [(int(m.group(1)), m.start()) for m in LOG_GROUP.finditer(text)]
+    if groups:
+        target.param_groups = max(n for n, _ in groups) + 1
+        target.sources["param_groups"] = _line(text, groups[0][1], skipped)
 
 
 def _pipeline_from_log(target: Target, whole: str, text: str, skipped: int) -> None:

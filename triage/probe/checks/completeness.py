@@ -16,12 +16,16 @@ by one with another number of pipeline stages).
 
 The load's settings come from --stage / --world-size / --config, else from the job's log
 (triage/probe/target.py); `sources` in the result says which, for each.
+
+Supports (no problem by themselves; they confirm a cause only the log names, verdict.SUPPORT):
+model_parallel_saved, zero0_saved, not_universal, no_universal_info (the model states lack the
+universal_checkpoint_info ds_to_universal needs).
 """
 
 from __future__ import annotations
 
 from triage.probe.context import ProbeContext
-from triage.probe.layout import MAX_LAYER, STAGE_FAMILY, expected_files, files_for_target, layer_gaps
+from triage.probe.layout import MAX_LAYER, STAGE_FAMILY, expected_files, files_for_target, first_model_file, layer_gaps
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "completeness"
@@ -38,13 +42,14 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     context: list[str] = []
     signals: list[str] = []
     checked: list[str] = []
+    supports: list[str] = []  # what the checkpoint is, for the causes only a log names (verdict.SUPPORT)
 
     def result(complete: bool) -> ProbeResult:
         return outcome(NAME, signals=signals, checked=checked, complete=complete,
                        found="the checkpoint does not hold what this load needs",
                        clear="every shard the saved degrees require is present",
                        unknown="could not check every shard", evidence=evidence, context=context,
-                       command=command, sources=_sources(ctx))
+                       command=command, sources=_sources(ctx), supports=supports)
 
     if listing is None:
         evidence.append("no checkpoint tag to check")
@@ -112,7 +117,25 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         context.insert(0, f"all {len(present)} shard(s) present for the saved degrees")
     _against_target(ctx, layout, evidence, context, signals, checked)
     _against_parallel(ctx, layout, evidence, context, signals, checked)
+    supports += _what_it_is(ctx, layout)
     return result(complete)
+
+
+def _what_it_is(ctx: ProbeContext, layout) -> list[str]:
+    """Facts about the checkpoint that are no problem by themselves: model-parallel or pipeline,
+    saved at stage 0, not a universal checkpoint, no universal_checkpoint_info in its model states."""
+    facts = []
+    if (layout.mp or 1) > 1 or layout.names.layers:
+        facts.append("model_parallel_saved")
+    if layout.stage == 0:
+        facts.append("zero0_saved")
+    if not layout.names.universal:
+        facts.append("not_universal")
+    model = first_model_file(ctx.listing)
+    meta = ctx.meta(model.name) if model else None
+    if meta is not None and not meta.error and meta.top_keys and "universal_checkpoint_info" not in meta.top_keys:
+        facts.append("no_universal_info")
+    return facts
 
 
 def _save_died(ctx: ProbeContext) -> bool:
