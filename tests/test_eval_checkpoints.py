@@ -73,3 +73,8 @@ def test_eval_with_checkpoints_meets_the_gate(cli, tmp_path):
     assert ckpts["right_rate"] >= RIGHT_MIN and ckpts["confirmed_rate"] >= CONFIRMED_MIN
     assert ckpts["healthy_flagged"] == 0 and data["gates"]["passed"] is True
     assert data["accuracy"]["top1_rate"] < 0.95  # the log-only gate it replaces would fail
+
+
+def test_work_and_baselines_go_with_with_checkpoints(cli, tmp_path):
+    proc = cli("eval", "--work", tmp_path)
+    assert proc.returncode == 2 and b"--with-checkpoints" in proc.stderr
