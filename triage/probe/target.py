@@ -43,7 +43,6 @@ LOG_TOPOLOGY = re.compile(r"Using topology: \{(.*)\}")
 LOG_LAUNCH = re.compile(r"(?:\btorchrun\b|\btorch\.distributed\.(?:run|launch)\b|(?:^|[\s/])deepspeed\s)[^\n]*")
 LAUNCH_NPROC = re.compile(r"--(?:nproc[_-]per[_-]node|num_gpus|num-gpus)[= ](\d+)\b")
 LAUNCH_NNODES = re.compile(r"--(?:nnodes|num_nodes|num-nodes)[= ](\d+)(?![:\d])")
-PRECISIONS = ("fp32", "bf16", "fp16")
 # engine.load_checkpoint's warning names the dir it was given: the load dir.
 LOG_LOAD_DIR = (re.compile(r"Unable to find latest file at (\S+)/latest\b"),)
 # The checkpoint engine names each file it opens (0.9+: "[Torch] Loading/Begin Load checkpoint from";
