@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     for miss in misses:
         print("  miss: {} expected {}, confirmed {} {}; answer: {}".format(*miss))
     if args.healthy:
-        clean = [(c, _triage(c, args.ckpts)) for c in manifest if c["kind"] == "clean"]
+        clean = [(c, _triage(c, args.ckpts, loaded=True)) for c in manifest if c["kind"] == "clean"]
         kept = [(c, d) for c, d in clean if d is not None]
         flagged = [(c["id"], d.get("findings"), (d.get("verdict") or {}).get("status", "error")) for c, d in kept
                    if d.get("findings") or (d.get("verdict") or {}).get("status", "error") in ("confirmed", "error")]
@@ -74,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _triage(case: dict, ckpts: Path) -> dict | None:
-    """`ds-triage triage --json` of the case's log on its kept checkpoint; None without one."""
-    ckpt = checkpoint_of(case, ckpts)
+def _triage(case: dict, ckpts: Path, loaded: bool = False) -> dict | None:
+    """`ds-triage triage --json` of the case's log on its kept checkpoint (loaded: the dir its load
+    was given, as a healthy job's on-call would pass it); None without one."""
+    ckpt = checkpoint_of(case, ckpts, loaded)
     if ckpt is None:
         return None
     out = subprocess.run(TRIAGE + ["--log", str(ROOT / "corpus" / case["log"]), "--ckpt", str(ckpt), "--json"]

@@ -189,3 +189,18 @@ def test_a_healthy_tensor_parallel_resume_is_not_a_world_size_change(cli):
     data = triage_json(cli, case, log=CLEAN / f"{case}.log")
     assert data["target"]["world_size"] == 2 and data["findings"] == []
     assert data["verdict"]["status"] != "confirmed"
+
+
+def test_a_healthy_zero3_bf16_resume_is_not_a_version_problem(cli):
+    # ZeRO-3 keeps no ds_version in its optimizer state, bf16 or not, and checks none
+    case = "resume-z3-dp2-bf16"
+    data = triage_json(cli, case, log=CLEAN / f"{case}.log")
+    assert data["findings"] == [] and "ds_version_missing" not in probe_of(data, "version")["signals"]
+
+
+def test_a_converter_given_a_tag_dir_is_not_a_load_one_level_off(cli):
+    # ds_to_universal takes the tag dir (--input_folder): no load_checkpoint ran, no load dir to judge
+    case = "ds_to_universal-z2-dp2-fp32"
+    proc = cli("triage", "--log", CLEAN / f"{case}.log", "--ckpt", pc.scenario(case) / "global_step3", "--json")
+    data = json.loads(proc.stdout)
+    assert data["findings"] == [] and "load_dir" not in data["target"]["sources"]

@@ -173,11 +173,14 @@ def render(result: CheckpointEval) -> list[str]:
 
 # ---------------------------------------------------------------- making the subset and triaging it
 
-def checkpoint_of(case: dict, ckpts: Path) -> Path | None:
-    """The checkpoint a corpus case's command loaded (converters name theirs), else its kept dir."""
-    m = re.search(r"--input_folder\s+(\S+)|zero_to_fp32\.py\s+(\S+)", case.get("command", ""))
+def checkpoint_of(case: dict, ckpts: Path, loaded: bool = False) -> Path | None:
+    """The checkpoint a corpus case's command loaded (converters name theirs), else its kept dir;
+    loaded: the dir its load was given (`--load-dir`, a Trainer's checkpoint-N), first."""
+    command = case.get("command", "")
+    m = re.search(r"--input_folder\s+(\S+)|zero_to_fp32\.py\s+(\S+)", command)
     named = next((g for g in (m.groups() if m else ()) if g), None)
-    for path in (Path(named) if named else None, ckpts / case["id"]):
+    load_dir = re.search(r"--load-dir\s+(\S+)", command) if loaded else None
+    for path in (Path(named) if named else None, Path(load_dir.group(1)) if load_dir else None, ckpts / case["id"]):
         if path is not None and path.exists():
             return path
     return None

@@ -176,6 +176,9 @@ def _against_target(ctx: ProbeContext, layout, evidence: list[str], context: lis
         checked.append("world_size_differs")
         if saved_world == target.world_size:
             context.append(f"world size {target.describe('world_size')} as saved")
+        elif layout.names.universal:
+            context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: a universal "
+                           "checkpoint (zero/ folder) loads on any world size")
         elif (layout.stage or 0) == 0 and (layout.mp or 1) == 1:
             context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: "
                             "ZeRO-0 checkpoints load on any data-parallel size")

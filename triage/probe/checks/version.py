@@ -74,8 +74,11 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         version = meta.ds_version
         if shard.kind == "optim":
             stage = meta.zero_stage
-            checked_version = meta.optim_ds_version if (stage in (1, 2) or shard.bf16) else version
-            if (not isinstance(checked_version, str) or not checked_version) and (stage in (1, 2) or shard.bf16):
+            # ZeRO-1/2 and the bf16 optimizer (stages 0-2) assert a ds_version in their state; ZeRO-3,
+            # bf16 or not, keeps none there and checks none
+            checks_it = stage in (1, 2) or (shard.bf16 and stage != 3)
+            checked_version = meta.optim_ds_version if checks_it else version
+            if (not isinstance(checked_version, str) or not checked_version) and checks_it:
                 signals.append("ds_version_missing")
                 evidence.append(f"{shard.name}: no ds_version in the optimizer state (ZeRO-{stage}); DeepSpeed "
                                 "asserts 'Empty ds_version in checkpoint, not clear how to proceed'")
