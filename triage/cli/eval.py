@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     parser.add_argument("--with-checkpoints", action="store_true",
                         help="also make a small real subset of the corpus again (real DeepSpeed runs on CPU: every "
                         "category, healthy checkpoints) and triage each log with its checkpoint; a checkout with "
-                        "torch and DeepSpeed; about 5 minutes")
+                        "torch and DeepSpeed; minutes (real DeepSpeed runs)")
     parser.add_argument("--work", metavar="DIR", help="with --with-checkpoints: make the scenarios in DIR and keep "
                         "them (default: a temporary dir, removed)")
     parser.add_argument("--baselines", metavar="DIR", help="with --with-checkpoints: the trained baselines, reused "
