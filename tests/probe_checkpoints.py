@@ -66,6 +66,25 @@ def baselines() -> Path:
 
 
 @lru_cache(maxsize=None)
+def layout_base(name: str) -> Path:
+    """The saved baseline of corpus layout `name`: LAYOUTS' from baselines(), any other built (once
+    per fingerprint) beside them in `_extra`, so the tests that read every baseline shard keep theirs."""
+    if name in LAYOUTS:
+        return baselines() / name
+    from corpus import generate, runner
+
+    work = _traversable(WORK / fingerprint())
+    extra = _traversable(work / "_extra")
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
+        if not (extra / f"{name}.json").exists():
+            generate.warm_up_ops(work)
+        generate.build_base(name, extra, False)
+    return extra / name
+
+
+@lru_cache(maxsize=None)
 def session_dir() -> Path:
     """This session's scenario copies; removed when the interpreter exits."""
     _traversable(WORK)
@@ -87,7 +106,7 @@ def scenario(case_id: str) -> Path:
 
     entry = scenario_entry(case_id)
     root = session_dir() / case_id
-    shutil.copytree(baselines() / entry["layout"], root, symlinks=True)
+    shutil.copytree(layout_base(entry["layout"]), root, symlinks=True)
     if entry.get("user") == "nobody":
         faults.make_world_readable(str(root))
     if entry.get("inject"):

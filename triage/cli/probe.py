@@ -112,9 +112,10 @@ def context_from(args, log_text: str | None = None):
                        optimizer=args.optimizer, param_groups=args.param_groups, load_dir=args.load_dir)
     if log_text is not None:
         target.log_path = getattr(args, "log", None)  # triage's --log; the chat's pasted log has no file
-    if log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)):
+    if log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)) and engine_log(target):
         # triage: --ckpt is the checkpoint the job failed on; unless the log names a dir
-        # that exists here, take it as the dir the job loaded.
+        # that exists here, take it as the dir the job loaded. Not for a converter's log
+        # (zero_to_fp32, ds_to_universal): those take a tag dir by design.
         target.load_dir, target.sources["load_dir"] = args.ckpt, "--ckpt"
     if args.model_factory and ":" not in args.model_factory:
         raise UsageError(f"--model-factory {args.model_factory}: expected MODULE:FUNCTION, e.g. mymodels:build")
@@ -134,6 +135,13 @@ def context_from(args, log_text: str | None = None):
     if target.load_tag and ckpt.tag_source != "given" and target.load_tag in ckpt.tags:
         ckpt.tag, ckpt.tag_source = target.load_tag, "log"  # the tag the job really opened
     return ctx
+
+
+def engine_log(target) -> bool:
+    """The log shows a DeepSpeed engine starting (its release banner, distributed groups, the engine
+    configuration), so `load_checkpoint` ran; a converter's log shows none of them."""
+    return any(target.sources.get(name, "").startswith("the log")
+               for name in ("ds_version", "dp", "mp", "pipeline", "world_size", "stage"))
 
 
 def run(args) -> int:

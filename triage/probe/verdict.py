@@ -49,8 +49,10 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "refute": [["completeness.stage_differs", "config.stage_differs"]],
     },
     "parallelism_mismatch": {
-        "confirm": ["completeness.world_size_differs", "config.tp_differs", "config.pp_differs"],
-        "refute": [["completeness.world_size_differs"], ["config.tp_differs"], ["config.pp_differs"]],
+        "confirm": ["completeness.world_size_differs", "completeness.mp_differs", "completeness.pipeline_differs",
+                    "config.tp_differs", "config.pp_differs"],
+        "refute": [["completeness.world_size_differs"], ["config.tp_differs", "completeness.mp_differs"],
+                   ["config.pp_differs", "completeness.pipeline_differs"]],
     },
     "config_mismatch": {"confirm": ["config.precision_differs"], "refute": []},
     # model: --model compared with the saved names and shapes; optimizer: --optimizer / --param-groups.
@@ -68,6 +70,25 @@ CATEGORIES: dict[str, dict[str, list]] = {
     # Not decided by probes at all.
     "known_bug": {"confirm": [], "refute": []},
     "unknown": {"confirm": [], "refute": []},
+}
+
+# Facts that confirm a category (or one rule) only when the log names it: alone they are no
+# problem (a healthy checkpoint has them), beside an error of that kind they are its reason. A
+# checkpoint saved by a newer DeepSpeed than the load's loads fine unless the load fails on a
+# version skew; a converter's complaint about a model-parallel, stage-0, unconverted or
+# non-Megatron checkpoint is borne out by the checkpoint being one.
+SUPPORT: dict[str, list[str]] = {
+    "version_incompatible": ["version.saved_newer"],
+    "DS-P101": ["completeness.model_parallel_saved"],  # zero_to_fp32 on a tp/pp checkpoint
+    "DS-Z101": ["completeness.zero0_saved"],  # zero_to_fp32 / ds_to_universal on a stage-0 checkpoint
+    "DS-C101": ["completeness.not_universal"],  # load_universal on a checkpoint never converted
+    "DS-B101": ["completeness.no_universal_info"],  # ds_to_universal without --inject_missing_state
+}
+
+# A confirmed cause the probes explain further: the load did miss a file (missing_file), and the
+# checkpoint shows why: the save into that tag died before it finished (partial_checkpoint).
+REFINES: dict[str, list[str]] = {
+    "missing_file": ["partial_checkpoint"],
 }
 
 RULES: dict[str, dict[str, list]] = {
@@ -115,6 +136,8 @@ def decide(category: str, rule_id: str | None, results: dict[str, ProbeResult]) 
     found = {f"{r.name}.{s}" for r in results.values() for s in r.signals}
     checked = {f"{r.name}.{s}" for r in results.values() for s in r.checked}
     hits = [s for s in e["confirm"] if s in found]
+    supported = {f"{r.name}.{s}" for r in results.values() for s in r.supports}
+    hits += [s for s in SUPPORT.get(category, []) + SUPPORT.get(rule_id or "", []) if s in supported]
     if hits:
         return Decision(CONFIRMED, "found: " + ", ".join(hits), hits)
     if not e["confirm"] and not e["refute"]:

@@ -59,6 +59,8 @@ def _same(kind: str, saved, mine) -> bool:
 def probe(ctx: ProbeContext) -> ProbeResult:
     target = ctx.target
     if target.config is None:
+        if target.precision is not None:
+            return _precision_only(ctx)
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown="no --config given to compare with", evidence=[], command="")
     layout = ctx.layout()
@@ -106,7 +108,39 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    found="your ds_config differs from the saved one in a way that breaks loading",
                    clear="your ds_config is compatible with the saved one", unknown="",
                    evidence=evidence, context=context, command=command,
-                   facts={"saved_config": json.loads(json.dumps(saved, default=str))})
+                   facts={"saved_config": json.loads(json.dumps(saved, default=str))},
+                   sources={"config": target.config_path and "--config" or target.sources.get("config", "?")})
+
+
+def _precision_only(ctx: ProbeContext) -> ProbeResult:
+    """No ds_config of the load, but its precision (the engine configuration DeepSpeed printed)."""
+    target = ctx.target
+    layout = ctx.layout()
+    saved = saved_precision(layout)
+    sources = {"precision": target.sources.get("precision", "?")}
+    if saved is None:
+        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
+                       unknown="the checkpoint's saved precision could not be read", sources=sources,
+                       evidence=[f"the load runs {target.describe('precision')}"], command="")
+    differs = saved != target.precision
+    line = f"precision: saved {saved}, the load {target.describe('precision')}"
+    return outcome(NAME, signals=["precision_differs"] if differs else [], checked=["precision_differs"],
+                   complete=False, found="the load's precision differs from the saved one",
+                   clear="", unknown="no ds_config of the load to compare beyond its precision",
+                   evidence=[line + ": the optimizer shards are named and shaped per precision"] if differs else [],
+                   context=[] if differs else [line], command=_shard(ctx) and
+                   f"python -m triage.probe.safe_pickle --config {_shard(ctx)}" or "", sources=sources)
+
+
+def saved_precision(layout) -> str | None:
+    """fp32, bf16 or fp16 as the checkpoint was saved: its ds_config, else the bf16_ file names."""
+    from triage.probe.target import config_precision
+
+    if layout is None:
+        return None
+    if layout.ds_config is not None:
+        return config_precision(layout.ds_config)
+    return "bf16" if layout.bf16 else None
 
 
 def _degrees(layout, config: dict, signals: list[str], evidence: list[str]) -> None:
