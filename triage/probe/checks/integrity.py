@@ -1,7 +1,8 @@
 """integrity: is every shard of the tag a whole torch.save archive whose pickle is harmless?
 
 Per shard: the zip structure (zipcheck: empty, zeroed, garbage, Git LFS pointer, truncated, a
-broken record; with --deep the CRC of every record), then its pickle walked by the restricted
+broken record; with --deep the CRC of every record, read by deep_scan's one pass over the tag), then
+its pickle walked by the restricted
 reader (safe_pickle): unreadable (bad_pickle), naming a global outside the allow-list
 (suspicious_pickle: never executed), or referring to a storage record the archive does not hold
 or holds short (storage_missing).
@@ -37,7 +38,9 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     checked_files = 0
     for shard in listing.shards:
         path = os.path.join(listing.path, shard.name)
-        z = zipcheck.check(path, deep=ctx.deep)
+        z = zipcheck.check(path)
+        if ctx.deep and z.ok:
+            _deep_crc(ctx, shard.name, z)
         if z.unreadable:
             complete = False
             context.append(f"{shard.name}: not checked, cannot open it ({z.unreadable})")
@@ -85,6 +88,17 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     return outcome(NAME, signals=signals, checked=list(SIGNALS) if complete else [], complete=complete,
                    found="a shard is damaged or unsafe", clear="every shard is a whole torch.save archive",
                    unknown="not every shard could be checked", evidence=evidence, context=context, command=command)
+
+
+def _deep_crc(ctx: ProbeContext, name: str, z: zipcheck.ZipCheck) -> None:
+    """--deep: the CRC-32 of every record, from the one pass that also serves the consistency probe."""
+    from triage.probe import deep_scan
+
+    scan = deep_scan.scan(ctx)
+    if scan.crc.get(name):
+        z.problem, z.detail = "crc_mismatch", scan.crc[name]
+    elif name in scan.unreadable:
+        z.unreadable = scan.unreadable[name]
 
 
 def _storage_problems(meta, records: dict[str, int]) -> str | None:
