@@ -57,7 +57,7 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "confirm": ["completeness.world_size_differs", "config.tp_differs", "config.pp_differs"],
         "refute": [["completeness.world_size_differs"], ["config.tp_differs"], ["config.pp_differs"]],
     },
-    "config_mismatch": {"confirm": ["config.precision_differs"], "refute": []},
+    "config_mismatch": {"confirm": ["config.precision_differs", "config.universal_differs"], "refute": []},
     # model: --model compared with the saved names and shapes; optimizer: --optimizer / --param-groups.
     "model_mismatch": {
         "confirm": [f"model.{s}" for s in _MODEL],
@@ -89,6 +89,7 @@ RULES: dict[str, dict[str, list]] = {
     "DS-V002": {"confirm": ["version.ds_version_missing"], "refute": [["version.ds_version_missing"]]},
     "DS-C001": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
     "DS-C002": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
+    "DS-C101": {"confirm": ["config.universal_differs"], "refute": [["config.universal_differs"]]},
     # base weights "missing" from an adapter-only checkpoint (PEFT, exclude_frozen_parameters)
     "DS-H001": {"confirm": ["model.adapter_only"], "refute": [["model.adapter_only"]]},
     "DS-M002": {"confirm": ["model.prefix_orig_mod"], "refute": [["model.prefix_orig_mod"]]},
