@@ -15,6 +15,7 @@ import pytest
 
 from corpus import silent as table
 from tests import probe_checkpoints as pc
+from tests.test_probe_cli import _validator, errors
 from triage.probe import checks, deep_scan
 from triage.probe.context import ProbeContext
 from triage.probe.flat_layout import zero12_group
@@ -154,12 +155,15 @@ def test_each_silent_fault_is_found_and_fails_verify(case_id, cli):
     proc = cli("probe", root, "--deep", "--json")
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
+    assert errors(_validator("probe.schema.json"), report) == []
     consistency = next(p for p in report["probes"] if p["name"] == "consistency")
     assert sorted(f"consistency.{s}" for s in consistency["signals"]) == sorted(expect), consistency["evidence"]
     assert report["findings"] == ["corrupt_file"]
     assert "Fix:" in " ".join(consistency["evidence"]) or case_id.startswith("z3"), consistency["evidence"]
     verified = cli("verify", root, "--deep", "--json")
-    assert verified.returncode == 1 and any(p.startswith("consistency: ") for p in json.loads(verified.stdout)["problems"])
+    data = json.loads(verified.stdout)
+    assert errors(_validator("verify.schema.json"), data) == []
+    assert verified.returncode == 1 and any(p.startswith("consistency: ") for p in data["problems"])
 
 
 @pytest.mark.slow
@@ -186,16 +190,21 @@ def test_a_shard_from_a_later_save_names_its_step_and_the_tag_that_agrees():
 
 
 @pytest.mark.slow
-def test_deepspeed_itself_loads_a_swapped_checkpoint_without_a_word(tmp_path):
-    """The reason for the probe: a real resume from exchanged shards exits 0 and prints no warning."""
+def test_deepspeed_itself_loads_a_swapped_checkpoint_without_a_word(tmp_path, cli):
+    """The reason for the probe: a real resume from exchanged shards exits 0 and prints no warning;
+    `triage` of that log finds nothing without --deep, and the cause with it."""
     from corpus import runner
 
     entry = SILENT["z2-dp2-fp32-optim-shards-swapped"]
-    log = tmp_path / "load.log"
-    rc = runner.run(table.load_command(entry, pc.silent(entry["id"])), {}, log)
+    root, log = pc.silent(entry["id"]), tmp_path / "load.log"
+    rc = runner.run(table.load_command(entry, root), {}, log)
     text = log.read_text(errors="replace")
     assert rc == 0 and "load_checkpoint returned load_path=" in text, text[-3000:]
     assert "Traceback" not in text and "WARNING" not in text and "Error" not in text
+    shallow = json.loads(cli("triage", "--log", log, "--ckpt", root, "--json").stdout)
+    assert shallow["verdict"]["status"] == "unknown"
+    found = json.loads(cli("triage", "--log", log, "--ckpt", root, "--deep", "--json").stdout)["verdict"]
+    assert (found["status"], found["category"], found["source"]) == ("confirmed", "corrupt_file", "probes"), found
 
 
 def test_without_deep_the_probe_does_not_run(tmp_path):

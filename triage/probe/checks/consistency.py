@@ -118,11 +118,16 @@ class _Found:
             if r.tally.differ and r.file not in self.explained and r.holds is None:
                 self.explained.add(r.file)
                 self._found("master_differs", f"{r.file}: {r.tally.differ:,} of {r.tally.compared:,} values of its fp32 "
-                            f"master partition differ from rank {r.rank}'s slice of the module weights beyond "
-                            f"{self.scan.weights_dtype} rounding (max |diff| {r.tally.max_diff:.3g}, first at "
+                            f"master partition differ from rank {r.rank}'s slice of the module weights "
+                            f"({self._beyond()}; max |diff| {r.tally.max_diff:.3g}, first at "
                             f"{r.first_at}), and they match no rank's slice: {self._why(r)}")
         if not any(s in self.signals for s in ("shard_swapped", "master_differs")):
             self.context.append(f"{len(compared)} master partition(s) each match their own slice of the module weights")
+
+    def _beyond(self) -> str:
+        if self.scan.master_dtype == self.scan.weights_dtype:
+            return "the same dtype: they must be equal bit for bit"
+        return f"beyond {self.scan.weights_dtype} rounding"
 
     def _why(self, r) -> str:
         if self.scan.crc.get(r.file):
