@@ -69,6 +69,28 @@ def test_tolerance_is_the_weights_rounding():
     assert exact.differ == 5  # fp32 against fp32 is bit-exact: one ulp is a difference
 
 
+def test_shards_renamed_in_a_cycle_get_the_renames_that_put_each_back(tmp_path):
+    from triage.probe.checks import consistency
+
+    tag = tmp_path / TAG
+    tag.mkdir()
+    (tmp_path / "latest").write_text(TAG)
+    names = [f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in range(3)]
+    holds = {0: 1, 1: 2, 2: 0}  # the file named for rank r holds rank holds[r]'s partition
+    for r, name in enumerate(names):
+        (tag / name).write_text(f"partition of rank {holds[r]}")
+    scan = deep_scan.Scan(master_dtype="float32", weights_dtype="float32")
+    for r, name in enumerate(names):
+        tally = Tally(compared=10, differ=10, first=0)
+        scan.ranks.append(deep_scan.RankFacts(name, 0, r, tally=tally, holds=holds[r], steps=[3]))
+    found = consistency._Found(ProbeContext.for_path(str(tmp_path)), scan)
+    found.owners()
+    assert found.signals == ["shard_swapped"] and len(found.evidence) == 1, found.evidence
+    assert "renamed in a cycle" in found.evidence[0]
+    subprocess.run(["sh", "-c", found.evidence[0].split("rename them back: ", 1)[1]], check=True)
+    assert [(tag / name).read_text() for name in names] == [f"partition of rank {r}" for r in range(3)]
+
+
 # ---------------------------------------------------------------- reading tensor data
 
 @pytest.mark.slow

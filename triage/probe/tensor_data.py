@@ -140,18 +140,21 @@ class Archive:
 
     def _pread(self, record: str, offset: int, n: int, state: list[int]) -> bytes:
         start = self._start(record)
-        out = bytearray()
-        while len(out) < n:
-            piece = os.pread(self._fd, min(CHUNK, n - len(out)), start + offset + len(out))
-            if not piece:
-                raise TensorError(f"{record}: the file ends inside the record")
-            out += piece
+        out = os.pread(self._fd, n, start + offset) if n <= CHUNK else b""  # one read, no copy: the usual case
+        if len(out) < n:
+            out = bytearray(out)
+            while len(out) < n:
+                piece = os.pread(self._fd, min(CHUNK, n - len(out)), start + offset + len(out))
+                if not piece:
+                    raise TensorError(f"{record}: the file ends inside the record")
+                out += piece
+            out = bytes(out)
         self.bytes_read += n
         if state[0] == offset:
             state[0], state[1] = offset + n, zlib.crc32(out, state[1])
         elif state[0] >= 0:
             state[0] = -1  # read out of order: finish() reads it again for its CRC
-        return bytes(out)
+        return out
 
     def _start(self, record: str) -> int:
         if record not in self._starts:

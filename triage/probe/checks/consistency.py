@@ -32,6 +32,7 @@ from triage.probe.tolerance import describe
 NAME = "consistency"
 SIGNALS = ("shard_swapped", "master_differs", "partition_size", "step_differs")
 FOUND = "the tag's shards do not belong together; DeepSpeed would load them without a word"
+SHOWN = 3  # findings of one kind shown in full; the others are named on one line
 
 
 def probe(ctx: ProbeContext) -> ProbeResult:
@@ -68,10 +69,27 @@ class _Found:
         self.evidence: list[str] = []
         self.context: list[str] = []
         self.explained: set[str] = set()  # files an earlier finding already accounts for
+        self._per_file: dict[str, list[str]] = {}
+        self._fold_at: dict[str, int] = {}
+        self._good_tags: list[str] | None = None  # other tags whose step counters agree (read once)
 
-    def _found(self, signal: str, text: str) -> None:
+    def _found(self, signal: str, text: str, file: str | None = None) -> None:
+        """A finding; per-file ones past SHOWN of a signal are folded into one line (64 ranks, 64 lines)."""
         self.signals.append(signal)
-        self.evidence.append(text)
+        if file is None:
+            self.evidence.append(text)
+            return
+        self._per_file.setdefault(signal, []).append(file)
+        count = len(self._per_file[signal])
+        if count <= SHOWN:
+            self.evidence.append(text)
+        elif count == SHOWN + 1:
+            self.evidence.append("")
+            self._fold_at[signal] = len(self.evidence) - 1
+        if count > SHOWN:
+            more = self._per_file[signal][SHOWN:]
+            names = ", ".join(more[:8]) + (", ..." if len(more) > 8 else "")
+            self.evidence[self._fold_at[signal]] = f"and {len(more)} more shard(s) alike ({signal}): {names}"
 
     def sizes(self) -> None:
         ranks = [r for r in self.scan.ranks if not r.error and r.expected]
@@ -83,7 +101,7 @@ class _Found:
                 other = next((s for s in r.size_of if s is not None and s != r.rank), None)
                 whose = f" (rank {other}'s size)" if other is not None else ""
                 self._found("partition_size", f"{r.file}: fp32 partition of {_n(r.saved)} elements{whose}; the "
-                            f"param_shapes of the model states make rank {r.rank}'s {_n(r.expected)}")
+                            f"param_shapes of the model states make rank {r.rank}'s {_n(r.expected)}", r.file)
 
     def owners(self) -> None:
         compared = [r for r in self.scan.ranks if r.tally is not None]
@@ -98,29 +116,45 @@ class _Found:
             if owner is not None and owner != r.rank:
                 held[(r.mp, r.rank)] = owner
         by_key = {(r.mp, r.rank): r for r in compared}
+        moves = {by_key[key].file: by_key[(key[0], owner)].file for key, owner in held.items()
+                 if (key[0], owner) in by_key}
+        if moves and len(moves) == len(held) and set(moves) == set(moves.values()):  # renaming puts each back
+            self._exchanged(moves, by_key, held)
+            return self._other_saves(compared)
         for key, owner in held.items():
             r = by_key[key]
-            if r.file in self.explained:
-                continue
-            partner = by_key.get((r.mp, owner))
-            how = self._how(r, owner)
-            if partner is not None and held.get((partner.mp, partner.rank)) == r.rank:
-                self.explained |= {r.file, partner.file}
-                self._found("shard_swapped", f"{r.file} holds rank {owner}'s fp32 master partition and {partner.file} "
-                            f"rank {r.rank}'s: the two files were exchanged, and each rank would resume from the "
-                            f"other's master weights ({how}). Fix: swap them back: {self._swap(r.file, partner.file)}")
-            else:
-                self.explained.add(r.file)
-                self._found("shard_swapped", f"{r.file} holds rank {owner}'s fp32 master partition, not rank "
-                            f"{r.rank}'s ({how}). Fix: put rank {r.rank}'s own shard back from the save that wrote "
-                            f"this tag")
+            self.explained.add(r.file)
+            self._found("shard_swapped", f"{r.file} holds rank {owner}'s fp32 master partition, not rank "
+                        f"{r.rank}'s ({self._how(r, owner)}). Fix: put rank {r.rank}'s own shard back from the save "
+                        "that wrote this tag", r.file)
+        self._other_saves(compared)
+
+    def _exchanged(self, moves: dict[str, str], by_key, held) -> None:
+        files = {r.file: r for r in by_key.values()}
+        first = files[next(iter(moves))]
+        owner = held[(first.mp, first.rank)]
+        how = self._how(first, owner)
+        self.explained |= set(moves)
+        if len(moves) == 2:
+            a, b = moves
+            text = (f"{a} holds rank {owner}'s fp32 master partition and {b} rank {first.rank}'s: the two files were "
+                    f"exchanged, and each rank would resume from the other's master weights ({how}). Fix: swap them "
+                    f"back: {self._renames(moves)}")
+        else:
+            each = ", ".join(f"{f} rank {held[(files[f].mp, files[f].rank)]}'s" for f in moves)
+            text = (f"{len(moves)} optimizer shards hold other ranks' fp32 master partitions ({each}): the files were "
+                    f"renamed in a cycle, and each of those ranks would resume from another's master weights (the "
+                    f"first: {how}). Fix: rename them back: {self._renames(moves)}")
+        self._found("shard_swapped", text)
+
+    def _other_saves(self, compared) -> None:
         for r in compared:
             if r.tally.differ and r.file not in self.explained and r.holds is None:
                 self.explained.add(r.file)
                 self._found("master_differs", f"{r.file}: {r.tally.differ:,} of {r.tally.compared:,} values of its fp32 "
                             f"master partition differ from rank {r.rank}'s slice of the module weights "
                             f"({self._beyond()}; max |diff| {r.tally.max_diff:.3g}, first at "
-                            f"{r.first_at}), and they match no rank's slice: {self._why(r)}")
+                            f"{r.first_at}), and they match no rank's slice: {self._why(r)}", r.file)
         if not any(s in self.signals for s in ("shard_swapped", "master_differs")):
             self.context.append(f"{len(compared)} master partition(s) each match their own slice of the module weights")
 
@@ -150,13 +184,17 @@ class _Found:
             parts.append(f"against rank {r.rank}'s slice {r.tally.differ:,} of {r.tally.compared:,} values differ")
         return "; ".join(parts)
 
-    def _swap(self, a: str, b: str) -> str:
-        qa, qb, tmp = (shlex.quote(n) for n in (a, b, a + ".swap"))
-        return f"cd {self.ctx.q(self.ctx.ckpt.tag)} && mv {qa} {tmp} && mv {qb} {qa} && mv {tmp} {qb}"
+    def _renames(self, moves: dict[str, str]) -> str:
+        """Shell commands that give each file (key) the name of the rank whose partition it holds (value)."""
+        q = shlex.quote
+        steps = [f"mv {q(f)} {q(f + '.swap')}" for f in moves] + [f"mv {q(f + '.swap')} {q(t)}" for f, t in moves.items()]
+        return f"cd {self.ctx.q(self.ctx.ckpt.tag)} && " + " && ".join(steps)
 
     def _other_save_fix(self, r) -> str:
-        steps = [s for s in r.steps]
-        good = _agreeing_tags(self.ctx)
+        steps = list(r.steps)
+        if self._good_tags is None:
+            self._good_tags = _agreeing_tags(self.ctx)
+        good = self._good_tags
         text = f"restore {r.file} of {self.ctx.ckpt.tag} from the save that wrote the rest of this tag"
         if steps and any(f"global_step{_num(s)}" == t for s in steps for t in self.ctx.ckpt.tags):
             text += f" (its step {_num(steps[0])} is global_step{_num(steps[0])}'s)"
