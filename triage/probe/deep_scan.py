@@ -20,6 +20,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from triage.probe.flat_layout import GroupLayout, zero12_group, zero3_partition_numel
+from triage.probe.safe_pickle import ITEM_SIZE
 from triage.probe.tensor_data import CHUNK, Archive, TensorError
 from triage.probe.tolerance import FLOATS, Tally
 from triage.probe.zero_state import ModelState, OptimState, model_state, optim_state
@@ -41,7 +42,7 @@ class RankFacts:
     size_of: list[int | None] = field(default_factory=list)  # the rank whose partition has the saved size
     mapping_rank: int | None = None  # whose param_slice_mappings it holds (None: not saved / no rank's)
     tally: Tally | None = None  # its master partition against the module weights' slice of its rank
-    head: bytes = b""  # the first HEAD master values compared
+    head: tuple = ()  # (bytes, dtype): the first HEAD master values compared
     first_at: str | None = None  # where the first difference is: "blocks.2.weight[516]"
     holds: int | None = None  # the rank whose module slice its values match, when not its own
     steps: list = field(default_factory=list)
@@ -56,7 +57,7 @@ class Scan:
     weights_dtype: str | None = None
     ranks: list[RankFacts] = field(default_factory=list)
     model_steps: dict[str, tuple[int | None, int]] = field(default_factory=dict)  # file -> (global, skipped)
-    slice_heads: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (mp, rank) -> module weights
+    slice_heads: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (mp, rank) -> (weights, dtype)
     crc: dict[str, str | None] = field(default_factory=dict)  # file name -> first CRC problem
     unreadable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -197,10 +198,16 @@ def _ranks_near(rank: int, dp: int):
 
 
 def _mapping_rank(layout: GroupLayout, saved: list[tuple[str, int, int]], own: int) -> int | None:
-    for rank in _ranks_near(own, layout.dp):
-        if layout.slice_mappings(rank) == saved:
-            return rank
-    return None
+    """Whose param_slice_mappings these are: only the ranks whose partition holds the first one's
+    parameter are candidates (the layout of every rank is never built)."""
+    if layout.slice_mappings(own) == saved:
+        return own
+    param = next((p for p in layout.params if saved and p.name == saved[0][0]), None)
+    size = layout.partition_size
+    if param is None or not size:
+        return None
+    first, last = param.offset // size, (param.offset + max(param.numel, 1) - 1) // size
+    return next((r for r in range(first, min(last + 1, layout.dp)) if layout.slice_mappings(r) == saved), None)
 
 
 def _compare(facts: RankFacts, layout: GroupLayout, part, archive: Archive, weights: Archive,
@@ -234,7 +241,9 @@ def _compare(facts: RankFacts, layout: GroupLayout, part, archive: Archive, weig
             offset = wspan.start + (piece.param_offset + done) * wspan.itemsize
             values = weights.read(wspan.record, offset, k * wspan.itemsize)
             tally.add(master, span.dtype, values, wspan.dtype)
-            _keep_head(facts, result, head_key, master, span.itemsize, values, wspan.itemsize)
+            if head_key not in result.slice_heads:  # the first elements compared: whose partition is it?
+                facts.head = (master[:HEAD * span.itemsize], span.dtype)
+                result.slice_heads[head_key] = (values[:HEAD * wspan.itemsize], wspan.dtype)
             if tally.first is not None and facts.first_at is None:
                 facts.first_at = f"{piece.param.name}[{piece.param_offset + done + tally.first - before}]"
             done += k
@@ -242,29 +251,18 @@ def _compare(facts: RankFacts, layout: GroupLayout, part, archive: Archive, weig
     facts.tally = tally
 
 
-def _keep_head(facts: RankFacts, result: Scan, key, master: bytes, msize: int, values: bytes, wsize: int) -> None:
-    if len(facts.head) < HEAD * msize:
-        facts.head += master[:HEAD * msize - len(facts.head)]
-    have = result.slice_heads.get(key, b"")
-    if len(have) < HEAD * wsize:
-        result.slice_heads[key] = have + values[:HEAD * wsize - len(have)]
-
-
 def _identify(result: Scan) -> None:
     """For each rank whose values differ from its own slice: the rank whose slice they match."""
-    if result.master_dtype is None or result.weights_dtype is None:
-        return
-    msize = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}[result.master_dtype]
-    wsize = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}[result.weights_dtype]
     for facts in result.ranks:
         if facts.tally is None or not facts.tally.differ or not facts.head:
             continue
-        n = len(facts.head) // msize
-        for (mp, rank), head in result.slice_heads.items():
-            if mp != facts.mp or rank == facts.rank or len(head) < n * wsize:
+        master, master_dtype = facts.head
+        n = len(master) // ITEM_SIZE[master_dtype]
+        for (mp, rank), (head, dtype) in result.slice_heads.items():
+            if mp != facts.mp or rank == facts.rank or len(head) < n * ITEM_SIZE[dtype]:
                 continue
             probe = Tally()
-            probe.add(facts.head, result.master_dtype, head[:n * wsize], result.weights_dtype)
+            probe.add(master, master_dtype, head[:n * ITEM_SIZE[dtype]], dtype)
             if not probe.differ:
                 facts.holds = rank
                 break
