@@ -98,3 +98,9 @@ def test_bad_input_is_exit_3(cli, args, message):
     root = pc.scenario(pc.HEALTHY)
     proc = cli("verify", *[a.format(root=root) for a in args])
     assert proc.returncode == 3 and message in proc.stderr.decode()
+
+
+def test_a_missing_latest_fails_verify(cli):
+    """A silent fault without --deep: load_checkpoint(dir) returns (None, None) and the job trains from scratch."""
+    data = verify(cli, pc.copy_of("zero3-dp2-latest-deleted", "verify-latest"))
+    assert not data["healthy"] and any(p.startswith("latest: ") and "(None, None)" in p for p in data["problems"])
