@@ -28,7 +28,8 @@ from triage.probe.zero_state import ModelState, OptimState, model_state, optim_s
 HEAD = 64  # elements kept from each partition and each module slice: whose partition a shard holds
 MAX_RANKS_MATCHED = 4096  # slice mappings matched against every rank's layout up to this many ranks
 READ_ERRORS = (OSError, TensorError, zipfile.BadZipFile, ValueError, KeyError, IndexError, TypeError, OverflowError)
-COMPARE_ERRORS = (TensorError, ValueError, KeyError, IndexError, TypeError, OverflowError)
+# ImportError: numpy (the probe extra) missing, needed once values differ or are bf16/fp16
+COMPARE_ERRORS = (TensorError, ValueError, KeyError, IndexError, TypeError, OverflowError, ImportError)
 
 
 @dataclass
@@ -136,7 +137,10 @@ def _zero12(ctx, listing, result: Scan, done: set[str]) -> None:
         except READ_ERRORS as exc:
             result.unreadable[model.name] = f"{type(exc).__name__}: {exc}"[:300]
     result.compared = any(r.tally is not None for r in result.ranks)
-    _identify(result)
+    try:
+        _identify(result)
+    except ImportError as exc:
+        result.notes.append(f"whose partition each differing shard holds: not told ({exc})")
 
 
 def _zero12_rank(ctx, shard, weights: Archive, states: ModelState, group_shapes, result: Scan) -> RankFacts:
