@@ -64,7 +64,10 @@ def add_target_options(parser) -> None:
                         help="number of param groups the load's optimizer has")
     parser.add_argument("--load-dir", metavar="DIR", help="the dir the job passes to load_checkpoint / --load, when "
                         "CKPT is not it: checked for being one level off (triage: the log's, else --ckpt)")
-    parser.add_argument("--deep", action="store_true", help="also verify the CRC-32 of every record (reads every byte)")
+    parser.add_argument("--deep", action="store_true",
+                        help="read every byte once, streaming: the CRC-32 of every record, and the consistency probe "
+                        "(each rank's fp32 master partition against its slice of the module weights, partition sizes, "
+                        "step counters: shards DeepSpeed would load without a word)")
     parser.add_argument("--reproduce", action="store_true",
                         help="also load it with DeepSpeed for real (torchrun on CPU, --world-size ranks, --config or the "
                         "log's or the saved ds_config) and classify what the load prints; seconds to minutes")
@@ -91,7 +94,7 @@ def register(subparsers) -> None:
         "probe",
         help="check a checkpoint on disk (read-only)",
         description="Run every probe on a DeepSpeed checkpoint, in the order path -> permission -> integrity -> "
-        "version -> config -> model -> optimizer (-> reproduce), and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
+        "version -> config -> model -> optimizer (-> consistency with --deep, -> reproduce), and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
         "Exit 0 when nothing is wrong, 1 when a probe found a problem.",
     )
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (the --load dir), a global_stepN dir, a shard "

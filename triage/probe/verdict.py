@@ -17,6 +17,8 @@ from triage.probe.result import CONFIRMED, INCONCLUSIVE, REFUTED, ProbeResult
 _INTEGRITY = ("empty", "zeroed", "garbage", "lfs_pointer", "truncated", "bad_zip", "crc_mismatch", "bad_pickle",
               "storage_missing")
 
+_CONSISTENCY = ("shard_swapped", "master_differs", "step_differs", "partition_size")
+
 _MODEL = ("prefix_module", "prefix_orig_mod", "prefix_peft", "missing_keys", "unexpected_keys", "shapes_differ")
 
 CATEGORIES: dict[str, dict[str, list]] = {
@@ -36,8 +38,11 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "confirm": ["permission.untraversable", "permission.unlistable", "permission.unreadable"],
         "refute": [["permission.untraversable"], ["permission.unlistable"], ["permission.unreadable"]],
     },
+    # consistency (--deep): shards exchanged between ranks or mixed from different saves, which DeepSpeed
+    # loads without a word (DS-X005 is the log side: the loaders that do compare steps refuse such a mix)
     "corrupt_file": {
-        "confirm": [f"integrity.{s}" for s in _INTEGRITY] + ["completeness.extra_shards"],
+        "confirm": [f"integrity.{s}" for s in _INTEGRITY] + ["completeness.extra_shards"]
+        + [f"consistency.{s}" for s in _CONSISTENCY],
         "refute": [[f"integrity.{s}"] for s in _INTEGRITY],
     },
     # a plain torch.load refused a global: one outside DeepSpeed's (suspicious), or DeepSpeed's own
@@ -54,7 +59,7 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "refute": [["completeness.world_size_differs"], ["config.tp_differs", "completeness.mp_differs"],
                    ["config.pp_differs", "completeness.pipeline_differs"]],
     },
-    "config_mismatch": {"confirm": ["config.precision_differs"], "refute": []},
+    "config_mismatch": {"confirm": ["config.precision_differs", "config.universal_differs"], "refute": []},
     # model: --model compared with the saved names and shapes; optimizer: --optimizer / --param-groups.
     "model_mismatch": {
         "confirm": [f"model.{s}" for s in _MODEL],
@@ -99,10 +104,13 @@ RULES: dict[str, dict[str, list]] = {
                 "refute": [["latest.latest_missing"], ["path.wrong_level"]]},
     "DS-F102": {"confirm": ["latest.latest_missing"], "refute": [["latest.latest_missing"]]},
     "DS-F005": {"confirm": ["path.wrong_level"], "refute": [["path.wrong_level"]]},
+    "DS-X005": {"confirm": ["consistency.step_differs", "consistency.master_differs", "consistency.shard_swapped"],
+                "refute": [["consistency.step_differs"], ["consistency.master_differs"], ["consistency.shard_swapped"]]},
     "DS-V001": {"confirm": ["version.known_break"], "refute": [["version.known_break"]]},
     "DS-V002": {"confirm": ["version.ds_version_missing"], "refute": [["version.ds_version_missing"]]},
     "DS-C001": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
     "DS-C002": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
+    "DS-C101": {"confirm": ["config.universal_differs"], "refute": [["config.universal_differs"]]},
     # base weights "missing" from an adapter-only checkpoint (PEFT, exclude_frozen_parameters)
     "DS-H001": {"confirm": ["model.adapter_only"], "refute": [["model.adapter_only"]]},
     "DS-M002": {"confirm": ["model.prefix_orig_mod"], "refute": [["model.prefix_orig_mod"]]},
