@@ -66,6 +66,25 @@ def test_a_piped_log_past_the_cap_keeps_head_and_tail_within_1_gib(cli_env):
     assert "head and tail" in out and "DS-Z001" in out
 
 
+@pytest.mark.parametrize("line", [b"\n", b"a\n"], ids=["blank", "one-character"])
+def test_32_mib_of_tiny_lines_keeps_head_and_tail_lines_within_1_gib(cli_env, line):
+    """Under the byte cap, but 16-32 million lines: the parser's cost is per line (it took 5.6 GB and
+    3 minutes for blank lines before the line cap)."""
+    failure = corpus_log(FAILURE).encode()
+    piped = line * ((32 << 20) // len(line) - len(failure)) + failure
+    done = classify_capped(cli_env, "-", "--json", stdin=piped)
+    assert done.returncode == EXIT_FOUND, done.stderr.decode()[-2000:]
+    report = json.loads(done.stdout)
+    assert report["hypotheses"][0]["rule_id"] == "DS-Z001"
+    assert report["incident"]["truncated"] is True
+
+
+def test_keep_end_lines_is_exact():
+    text = "".join(f"{n}\n" for n in range(100))
+    assert inputs.keep_end_lines(text, head=10, most=30) == "".join(f"{n}\n" for n in [*range(10), *range(80, 100)])
+    assert inputs.keep_end_lines("x\n" * 5 + "last", head=1, most=3) == "x\nx\nlast"
+
+
 def test_keep_ends_is_exact_at_and_past_the_cap():
     chunks = [bytes([65 + i % 26]) * 1000 for i in range(100)]  # 100,000 bytes
     whole = b"".join(chunks)

@@ -11,8 +11,9 @@ import shlex
 
 from triage.chat import readonly
 from triage.chat.session import FACTS, LABELS, Session
-from triage.probe import CONFIRMED, INCONCLUSIVE, REFUTED
 from triage.classify.render import Style
+from triage.logs.inputs import TRUNCATED_NOTE
+from triage.probe import CONFIRMED, INCONCLUSIVE, REFUTED
 
 MAX_EVIDENCE = 6
 STATUS = {CONFIRMED: ("confirmed", "1;31"), REFUTED: ("ruled out", "32"), INCONCLUSIVE: ("open", "33")}
@@ -45,7 +46,7 @@ def causes(session: Session, style: Style) -> list[str]:
     report = session.report
     out = [line for line in [error_line(session)] if line]
     if report.incident.truncated:
-        out.append("note: the log was larger than 32 MiB; its head and tail were read")
+        out.append(TRUNCATED_NOTE)
     if not report.hypotheses:
         out.append(style("No checkpoint-loading failure recognised in this log (category: unknown).", "1"))
         out.append("/runbook WORDS searches the rules by what the error says; /rules lists them.")

@@ -6,6 +6,7 @@ import os
 import sys
 
 from triage.classify.report import PHASES, Report
+from triage.logs.inputs import TRUNCATED_NOTE
 from triage.runbook.links import runbook_url
 
 MAX_EVIDENCE = 4
@@ -59,7 +60,7 @@ def render_report(report: Report, style: Style | None = None, full: bool = False
         head = primary.message.splitlines()[0][:160] if primary.message else ""
         out.append(f"error: {primary.type}{': ' + head if head else ''}{site}{who}")
     if incident.truncated:
-        out.append("note: the log was larger than 32 MiB; its head and tail were read")
+        out.append(TRUNCATED_NOTE)
     if not report.hypotheses:
         out.append(style("no checkpoint-loading failure recognised (category: unknown)", "1"))
         out.extend(_api_history_lines(report, style))

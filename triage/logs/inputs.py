@@ -22,6 +22,11 @@ from triage.errors import BadInput
 # tail, where tracebacks and torchrun's summary live, and say so.
 MAX_BYTES = 32 * 1024 * 1024
 HEAD_BYTES = 4 * 1024 * 1024
+# The same by lines: each line costs the parser ~180 bytes whatever its length, so 32 MiB of
+# blank or one-character lines (16M lines) would take gigabytes; a real 32 MiB log has ~300k.
+MAX_LINES = 300_000
+HEAD_LINES = 40_000
+TRUNCATED_NOTE = "note: the log was larger than 32 MiB or 300,000 lines; its head and tail were read"
 # Text logs hold almost no control bytes; a binary file (a .pt shard, an
 # image) pasted by mistake holds many.
 BINARY_SAMPLE = 64 * 1024
@@ -135,7 +140,21 @@ def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES, 
     errors = text.count("\ufffd") if "\ufffd" in text else 0
     if "\x00" in text:
         text = text.replace("\x00", "")
+    if text.count("\n") > MAX_LINES:
+        text, truncated = keep_end_lines(text), True
     return LogText(text, source, size, truncated, errors)
+
+
+def keep_end_lines(text: str, head: int = HEAD_LINES, most: int = MAX_LINES) -> str:
+    """The first `head` lines and the last `most - head` of a text with more than `most` lines,
+    found with str.find/rfind (never a list of every line: that is what the cap is for)."""
+    cut = -1
+    for _ in range(head):
+        cut = text.find("\n", cut + 1)
+    start = len(text) - text.endswith("\n")  # a final newline ends the last line, it starts none
+    for _ in range(most - head):
+        start = text.rfind("\n", 0, start)
+    return text[:cut + 1] + text[start + 1:]
 
 
 def _refuse_binary(data: bytes, source: str) -> None:
