@@ -155,6 +155,10 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
          "one job: ZeRO-3 dp 2 training saves, then a step with a stage-2 config loads the checkpoint",
          "ds_config zero_optimization.stage 3 at save, 2 at load; both steps in one job log",
          pre=[dict(run="train")], record_pre=True, args={"stage": 2})
+    case("job-zero0-train-then-stage2-load", "failure", "zero_stage_mismatch", "z0-dp2-fp32",
+         "one job: stage-0 (no ZeRO) dp 2 training saves, then a step with a stage-2 config loads the checkpoint",
+         "ds_config zero_optimization.stage 0 at save, 2 at load; both steps in one job log",
+         pre=[dict(run="train")], record_pre=True, args={"stage": 2})
     case("job-zero2-train-then-load-missing-tag", "failure", "missing_file", "z2-dp2-fp32",
          "one job: ZeRO-2 dp 2 training saves, then a step loads a tag that was never saved",
          "load_checkpoint(tag='global_step99'); both steps in one job log",

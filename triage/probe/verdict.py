@@ -86,6 +86,7 @@ SUPPORT: dict[str, list[str]] = {
     "version_incompatible": ["version.saved_newer"],
     "DS-P101": ["completeness.model_parallel_saved"],  # zero_to_fp32 on a tp/pp checkpoint
     "DS-Z101": ["completeness.zero0_saved"],  # zero_to_fp32 / ds_to_universal on a stage-0 checkpoint
+    "DS-Z004": ["completeness.zero0_saved"],  # a ZeRO engine resuming a stage-0 checkpoint
     "DS-C101": ["completeness.not_universal"],  # load_universal on a checkpoint never converted
     "DS-B101": ["completeness.no_universal_info"],  # ds_to_universal without --inject_missing_state
 }
