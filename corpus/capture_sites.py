@@ -22,17 +22,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from corpus import generate
+
 REPO = Path(__file__).resolve().parent.parent
 PY = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
 WORK = "/tmp/ds-triage-capture-sites"
-EXT_CACHE = Path.home() / ".cache" / "ds-triage-corpus" / "torch_extensions"
 
 
 # ---- subprocess plumbing -----------------------------------------------------------------
 
 def env():
     e = dict(os.environ)
-    e.update(DS_ACCELERATOR="cpu", PYTHONUNBUFFERED="1", TORCH_EXTENSIONS_DIR=str(EXT_CACHE))
+    e.update(DS_ACCELERATOR="cpu", PYTHONUNBUFFERED="1", TORCH_EXTENSIONS_DIR=str(generate.EXT_CACHE))
     e["PATH"] = f"{Path(PY).parent}:{e.get('PATH', '')}"
     e.pop("PYTHONPATH", None)
     return e

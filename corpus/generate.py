@@ -5,6 +5,7 @@ Trains tiny models with real DeepSpeed, saves baseline checkpoints once per layo
 the full combined stdout+stderr untouched in <out>/cases|clean/<id>.log plus <out>/manifest.yaml.
 """
 import argparse
+import hashlib
 import fnmatch
 import json
 import shutil
@@ -20,10 +21,12 @@ from triage import progress
 
 CORPUS = Path(__file__).resolve().parent
 DEFAULT_WORK = Path("/tmp/ds-triage-corpus")
-# one build cache per venv: another venv's DeepSpeed sits at another path, which changes the build
-# flags, and two venvs sharing one cache would rebuild the op for each other
+# One build cache per venv, keyed by its real path: another venv's DeepSpeed sits at another path,
+# which changes the build flags, so two venvs (two checkouts' .venv included) sharing one cache
+# rebuild the op for each other, and a load killed mid-build (a --timeout test) leaves torch's
+# build lock behind, on which every later load in that cache waits forever.
 EXT_CACHE = Path.home() / ".cache" / "ds-triage-corpus" / (
-    "torch_extensions" if runner.VENV == runner.REPO / ".venv" else f"torch_extensions-{runner.VENV.name}")
+    f"torch_extensions-{runner.VENV.name}-{hashlib.sha1(str(runner.VENV.resolve()).encode()).hexdigest()[:8]}")
 QUIET = {"on": False}
 
 
