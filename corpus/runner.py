@@ -17,6 +17,17 @@ VENV_BIN = VENV / "bin"
 PY = str(VENV_BIN / "python")
 TORCHRUN = [PY, "-m", "torch.distributed.run"]
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def use_venv(venv):
+    """Run the workers with another venv's python (a release pair's, corpus/releases.py)."""
+    global VENV, VENV_BIN, PY, TORCHRUN
+    VENV = Path(venv)
+    VENV_BIN = VENV / "bin"
+    PY = str(VENV_BIN / "python")
+    TORCHRUN = [PY, "-m", "torch.distributed.run"]
+
+
 # A private torch JIT-extension cache (DeepSpeed builds its shm comm op on first use): sharing
 # ~/.cache/torch_extensions with other tools that use different build flags forces rebuilds.
 EXT_DIR = {"path": None}
