@@ -56,6 +56,10 @@ EXTRAS = [
     # DeepSpeed < 0.14 pins pydantic 1 (its config classes use pydantic 1's API)
     (lambda ds, tv: _v(ds) < (0, 14), ["pydantic<2"]),
 ]
+# pip packages removed after the install: torch >= 2.6 brings triton, whose import finds no GPU driver
+# and raises at `import deepspeed` in DeepSpeed < 0.16 (its triton kernels are imported when triton is
+# importable); a CPU machine without triton imports it fine (corpus/NOTES.md).
+REMOVE = [(lambda ds, tv: _v(ds) < (0, 16) and _v(tv) >= (2, 6), ["triton"])]
 PIP_FLAGS = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
 
 
@@ -116,6 +120,9 @@ def ensure_venv(deepspeed: str, torch: str, say=print, cache: Path = CACHE) -> P
         env = dict(os.environ, DS_BUILD_OPS="0")
         for args in requirements(deepspeed, torch):
             step(pip + args, env)
+        removed = [r for test, names in REMOVE if test(deepspeed, torch) for r in names]
+        if removed:
+            step([str(root / "bin" / "python"), "-m", "pip", "uninstall", "-y"] + removed, env)
         step([str(root / "bin" / "python"), "-c",
               "import torch, deepspeed; print('torch', torch.__version__, 'deepspeed', deepspeed.__version__)"],
              dict(env, DS_ACCELERATOR="cpu"))
