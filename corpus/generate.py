@@ -228,10 +228,21 @@ def table():
     return [releases.observed(PAIR["name"], s) for s in SCENARIOS] if PAIR["name"] else SCENARIOS
 
 
-def write_manifest(out, new_entries):
+def write_manifest(out, new_entries, drop=()):
+    """Merge entries into the manifest under a lock: two generations (two release pairs) at once
+    each rewrite it after every scenario, and lost each other's entries without it."""
+    import fcntl
+    with open(out / ".manifest.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _write_manifest(out, new_entries, drop)
+
+
+def _write_manifest(out, new_entries, drop):
     path = out / "manifest.yaml"
     old = {e["id"]: e for e in (yaml.safe_load(path.read_text()) or [])} if path.exists() else {}
     old.update({e["id"]: e for e in new_entries})
+    for case_id in drop:
+        old.pop(case_id, None)
     keys = ["id", "log", "kind", "scenario", "layout", "fault", "expected_category", "expected_rule", "what_happened", "command",
             "exit_code", "deepspeed", "torch", "frameworks", "note"]
     pairs = sorted({i.split("@")[1] for i in old if "@" in i}, key=releases.pair_order)
@@ -246,9 +257,12 @@ def reindex(out, chosen):
     """Refresh table-derived fields and what_happened of existing entries; logs stay untouched."""
     path = out / "manifest.yaml"
     old = {e["id"]: e for e in yaml.safe_load(path.read_text())}
-    entries = []
+    entries, gone = [], []
     for sc in chosen:
         e = old.get(entry_id(sc["id"]))
+        if e and not (out / e["log"]).exists():   # a run that was stopped before it rewrote its log
+            gone.append(e["id"])
+            continue
         if not e and sc.get("captured") and (out / sc["captured"]["log"]).exists():
             e = dict(id=sc["id"], log=sc["captured"]["log"], command=sc["captured"]["command"],
                      exit_code=sc["captured"]["exit_code"], deepspeed=versions()[0], torch=versions()[1])
@@ -269,8 +283,8 @@ def reindex(out, chosen):
         if sc.get("note"):
             e["note"] = sc["note"]
         entries.append(e)
-    write_manifest(out, entries)
-    say(f"reindexed {len(entries)} entries")
+    write_manifest(out, entries, gone)
+    say(f"reindexed {len(entries)} entries" + (f"; dropped {len(gone)} whose log is gone" if gone else ""))
 
 
 def main():

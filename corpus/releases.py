@@ -134,7 +134,24 @@ def ensure_venv(deepspeed: str, torch: str, say=print, cache: Path = CACHE) -> P
 # What a pair showed where it differs from the scenario table (kind, category, rule, note), filled
 # in by reading the pair's logs; `rule` is the expected rule of that pair's case (None: no rule
 # can name the cause from that log).
-OBSERVED: dict[str, dict[str, dict]] = {}
+_TORCH_LOAD_BEFORE_2_6 = dict(
+    kind="clean", rule=None,
+    note="torch before 2.6 defaults to weights_only=False: the optimizer shard loads (with a FutureWarning "
+         "about the coming default), so this is no failure on this pair")
+_WEIGHTS_ONLY = dict(
+    kind="failure", category="unsafe_load_blocked", rule="DS-U001",
+    note="DeepSpeed before 0.16 calls torch.load without weights_only, and torch 2.6 made weights_only=True "
+         "the default: the healthy checkpoint's optimizer shard is refused (the version skew, not a fault)")
+OBSERVED: dict[str, dict[str, dict]] = {
+    "ds0.14.5-torch2.5.1": {"torch-load-zero2-optim-shard": _TORCH_LOAD_BEFORE_2_6},
+    "ds0.15.4-torch2.6.0": {
+        "resume-z2-dp2-fp32": _WEIGHTS_ONLY,
+        "zero_to_fp32-z2-dp2-fp32": _WEIGHTS_ONLY,
+        "zero2-dp2-optim-shard-deleted": dict(note=(
+            "two real failures in one log: rank 1's shard is missing (FileNotFoundError), rank 0's shard is "
+            "refused by torch 2.6's weights_only default; labelled with the injected fault")),
+    },
+}
 
 
 def observed(pair: str, scenario: dict) -> dict:

@@ -134,3 +134,19 @@ def test_no_stray_pair_logs():
     listed = {e["log"] for e in PAIR_ENTRIES}
     on_disk = {p.relative_to(CORPUS).as_posix() for p in (CORPUS / releases.RELEASES_DIR).glob("*/*/*.log")}
     assert on_disk == listed
+
+
+def test_reindex_refreshes_a_pair_case_from_the_table_and_drops_one_whose_log_is_gone(pair, tmp_path):
+    table = {s["id"]: s for s in SCENARIOS}
+    kept, gone = table["zero2-dp1-latest-deleted"], table["zero2-dp2-optim-shard-deleted"]
+    log = tmp_path / generate.log_rel(kept["id"], "silent")
+    log.parent.mkdir(parents=True)
+    log.write_text("[WARNING] [engine.py:2796:load_checkpoint] Unable to find latest file at /x/latest\n")
+    generate.write_manifest(tmp_path, [
+        {"id": generate.entry_id(kept["id"]), "log": generate.log_rel(kept["id"], "silent"), "exit_code": 0},
+        {"id": generate.entry_id(gone["id"]), "log": generate.log_rel(gone["id"], "failure"), "exit_code": 1}])
+    generate.reindex(tmp_path, [kept, gone])
+    written = yaml.safe_load((tmp_path / "manifest.yaml").read_text())
+    assert [e["id"] for e in written] == [f"zero2-dp1-latest-deleted@{pair}"]
+    assert written[0]["kind"] == "silent" and written[0]["expected_category"] == "missing_file"
+    assert "Unable to find latest file" in written[0]["what_happened"]
