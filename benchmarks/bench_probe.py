@@ -2,6 +2,7 @@
 """Speed of `ds-triage probe` on 64 ZeRO shards of ~1 MB and of ~1 GB each (issue 4).
 
     DS_ACCELERATOR=cpu .venv/bin/python benchmarks/bench_probe.py [--runs 11] [--work DIR] [--gb-distinct 4]
+                                                                  [--deep-runs 3]
 
 Goal (issue 4): probing a checkpoint of 64 shards takes well under a second, and the same
 whether the shards are 1 MB or 1 GB each; reading all of a shard is for `--deep` only.
@@ -13,7 +14,15 @@ warm in-process call (`probe_all(ProbeContext.for_path(CKPT))`), and per child p
 RSS (wait4 rusage ru_maxrss) and bytes read from /proc/<pid>/io (`rchar`: every byte returned by
 read(2), page cache or not, including the interpreter's own .py/.pyc reads; `read_bytes`:
 bytes fetched from the block device, ~0 when the page cache is warm). `--deep` (CRC-32 of every
-record, reads every byte) is timed on the 1 MB checkpoint only.
+record, reads every byte) is timed on the 1 MB checkpoint only; it exits 1 there since issue 19:
+the tiled partitions do not add up to the model, which --deep's consistency probe reports.
+
+`--deep` with the consistency probe (issue 19: each rank's fp32 master partition compared with its
+slice of the module weights, in one streaming pass that also checks every CRC) is timed on two
+64-rank checkpoints whose shards agree (benchmarks/deep_checkpoint.py): ~1 MB and ~64 MB shards
+(22 MB and 1.4 GB of module weights). For each: the bytes in the tag, rchar over them (1.0x plus
+the interpreter's own reads = every byte read once), peak RSS (the same for both sizes = memory
+independent of shard size), and the consistency probe's status (refuted = nothing wrong found).
 
 How the two 64-rank checkpoints are made (once, cached under --work, default
 /tmp/ds-triage-bench-probe; delete it to rebuild):
@@ -60,6 +69,7 @@ DP = 64
 TAG = "global_step3"
 SOURCE = Path("/tmp/ds-triage-corpus/_base/z2-dp2-fp32")
 VARIANTS = {"1mb": 87_381, "1mb-linked": 87_381, "1gb": 89_478_485}
+DEEP_VARIANTS = {"deep-1mb": 87_382, "deep-64mb": 5_592_406}  # consistent 64-rank checkpoints (even N)
 STAMP_VERSION = 1
 
 
@@ -119,6 +129,18 @@ def ensure(work: Path, source: Path, gb_distinct: int) -> dict[str, Path]:
             print(f"building {root} ({DP} shards, {distinct} distinct files, {numel:,} fp32 x 3 each) ...",
                   file=sys.stderr, flush=True)
             build(root, source, numel, distinct)
+            stamp_file.write_text(json.dumps(stamp))
+            print(f"  built in {time.time() - t:.0f}s", file=sys.stderr, flush=True)
+        out[name] = root
+    for name, numel in DEEP_VARIANTS.items():
+        from benchmarks import deep_checkpoint
+
+        root, stamp_file = work / name, work / f"{name}.json"
+        stamp = {"v": STAMP_VERSION, "source": str(source), "numel": numel, "dp": DP, "consistent": True}
+        if not (root.is_dir() and stamp_file.exists() and json.loads(stamp_file.read_text()) == stamp):
+            t = time.time()
+            print(f"building {root} ({DP} consistent shards, {numel:,} fp32 x 3 each) ...", file=sys.stderr, flush=True)
+            deep_checkpoint.build(root, source, numel)
             stamp_file.write_text(json.dumps(stamp))
             print(f"  built in {time.time() - t:.0f}s", file=sys.stderr, flush=True)
         out[name] = root
@@ -197,6 +219,7 @@ def main() -> int:
                         help="where the 64-shard checkpoints are built once and cached")
     parser.add_argument("--source", type=Path, default=SOURCE, help="the real dp-2 ZeRO-2 checkpoint to derive from")
     parser.add_argument("--gb-distinct", type=int, default=4, help="distinct 1 GiB files (the rest are hard links)")
+    parser.add_argument("--deep-runs", type=int, default=3, help="cold runs of probe --deep on the consistent checkpoints")
     parser.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not (args.source / TAG / "zero_pp_rank_1_mp_rank_00_optim_states.pt").exists():
@@ -257,7 +280,31 @@ def main() -> int:
     print(f"probe JSON, hard-linked vs distinct 1 MB shards: {'identical' if same_links else 'DIFFERENT'}; "
           f"1 GB vs 1 MB shards: {'identical' if same_size else 'DIFFERENT'} (paths aside)")
     print("goal (issue 4): 64 shards well under a second, the same for 1 MB and 1 GB shards; --deep reads every byte")
-    return 0 if same_links and same_size else 1
+    deep_ok = deep_rows(cli, env, args)
+    return 0 if same_links and same_size and deep_ok else 1
+
+
+def deep_rows(cli: list[str], env: dict, args) -> bool:
+    """probe --deep on the consistent 64-rank checkpoints: time, peak RSS, bytes read against bytes held."""
+    print(f"\nprobe --deep, consistency probe included (new process each run, median of {args.deep_runs}; "
+          "page cache warm):")
+    print(f"{'':20s} {'tag bytes':>11s} {'cold median':>12s} {'peak RSS':>10s} {'rchar':>11s} {'rchar/bytes':>11s} "
+          f"{'read_bytes':>11s} {'exit':>4s}  consistency")
+    ok = True
+    for name in DEEP_VARIANTS:
+        root = args.work / name
+        s = sample(cli + ["probe", str(root), "--deep", "--json"], env, args.deep_runs)
+        _, apparent, _ = disk(root)
+        probes = {p["name"]: p for p in json.loads(s["stdout"])["probes"]}
+        status = probes.get("consistency", {}).get("status", "missing")
+        ok &= s["rc"] == [0] and status == "refuted"
+        rchar = s["rchar"] or 0
+        print(f"probe {name:14s} {apparent / 2**20:7,.0f} MiB {s['wall']:10.2f} s {s['rss_kib'] / 1024:6.1f} MiB "
+              f"{rchar / 2**20:7,.0f} MiB {rchar / apparent:10.2f}x {(s['read_bytes'] or 0) / 2**20:7,.0f} MiB "
+              f"{','.join(map(str, s['rc'])):>4s}  {status}")
+    print("goal (issue 19): --deep reads every byte once (rchar/bytes ~1.0, plus the interpreter's own reads), "
+          "streaming, with peak memory independent of shard size")
+    return ok
 
 
 if __name__ == "__main__":

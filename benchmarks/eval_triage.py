@@ -5,12 +5,13 @@ and the verdict's answer whatever its status (confirmed, or likely: the first hy
 probes did not strike off).
 
     python -m corpus.generate --keep /tmp/ds-triage-corpus     # the corpus's checkpoints (~26 min)
-    .venv/bin/python benchmarks/eval_triage.py --ckpts /tmp/ds-triage-corpus
+    .venv/bin/python benchmarks/eval_triage.py --ckpts /tmp/ds-triage-corpus [--healthy]
 
 Each failure and silent case of corpus/manifest.yaml is triaged with its real log against its
 kept checkpoint (the one its command loaded). Prints the score and every miss with the verdict
 it got. Cases whose load ran as another user (setpriv) are triaged with --as-user for that user,
-as an on-call root would; run as anyone else, those are triaged as you.
+as an on-call root would; run as anyone else, those are triaged as you. --healthy also triages
+every clean case (a load that worked) on its kept checkpoint: none may be flagged.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,42 +26,27 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from triage.eval.checkpoints import as_user, checkpoint_of  # noqa: E402  (shared with eval --with-checkpoints)
+
 TRIAGE = [sys.executable, "-m", "triage", "triage"]
-
-
-def checkpoint_of(case: dict, ckpts: Path) -> Path | None:
-    """The checkpoint the case's command loaded (converters name theirs), else its kept dir."""
-    m = re.search(r"--input_folder\s+(\S+)|zero_to_fp32\.py\s+(\S+)", case.get("command", ""))
-    named = next((g for g in (m.groups() if m else ()) if g), None)
-    for path in (Path(named) if named else None, ckpts / case["id"]):
-        if path is not None and path.exists():
-            return path
-    return None
-
-
-def as_user(case: dict) -> list[str]:
-    """The user the case's load ran as (setpriv --reuid), as an on-call root would pass it."""
-    m = re.match(r"setpriv --reuid=(\d+)(?: --regid=(\d+))?", case.get("command", ""))
-    if not m or os.geteuid() != 0:
-        return []
-    return ["--as-user", m.group(1) + (f":{m.group(2)}" if m.group(2) else "")]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckpts", type=Path, default=Path("/tmp/ds-triage-corpus"))
+    parser.add_argument("--healthy", action="store_true",
+                        help="also triage every clean case (a load that worked) with its log and kept checkpoint: "
+                        "none may be flagged (a finding or a confirmed verdict)")
     args = parser.parse_args(argv)
-    cases = [c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
-             if c["kind"] in ("failure", "silent")]
+    manifest = yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
+    cases = [c for c in manifest if c["kind"] in ("failure", "silent")]
     right, standing, tried, misses = 0, 0, 0, []
     for case in cases:
-        ckpt = checkpoint_of(case, args.ckpts)
-        if ckpt is None:
+        data = _triage(case, args.ckpts)
+        if data is None:
             continue
-        out = subprocess.run(TRIAGE + ["--log", str(ROOT / "corpus" / case["log"]), "--ckpt", str(ckpt), "--json"]
-                             + as_user(case), capture_output=True, text=True, cwd=ROOT)
-        data = json.loads(out.stdout) if out.stdout.strip() else {}
-        verdict = data.get("verdict") or {"status": "error", "category": f"error {out.returncode}"}
+        verdict = data.get("verdict") or {"status": "error", "category": f"error {data.get('exit')}"}
         # the verdict's answer (confirmed or likely), and the confirmed one alone
         answer = verdict["category"]
         confirmed = answer if verdict.get("status") == "confirmed" else "unknown"
@@ -77,7 +62,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  verdict's answer (confirmed or likely) = expected category: {standing}/{tried}")
     for miss in misses:
         print("  miss: {} expected {}, confirmed {} {}; answer: {}".format(*miss))
+    if args.healthy:
+        clean = [(c, _triage(c, args.ckpts, loaded=True)) for c in manifest if c["kind"] == "clean"]
+        kept = [(c, d) for c, d in clean if d is not None]
+        flagged = [(c["id"], d.get("findings"), (d.get("verdict") or {}).get("status", "error")) for c, d in kept
+                   if d.get("findings") or (d.get("verdict") or {}).get("status", "error") in ("confirmed", "error")]
+        print(f"  healthy (clean) cases flagged: {len(flagged)}/{len(kept)} ({len(clean) - len(kept)} without a kept "
+              "checkpoint)")
+        for case_id, findings, status in flagged:
+            print(f"  flagged: {case_id}: findings {findings}, verdict {status}")
     return 0
+
+
+def _triage(case: dict, ckpts: Path, loaded: bool = False) -> dict | None:
+    """`ds-triage triage --json` of the case's log on its kept checkpoint (loaded: the dir its load
+    was given, as a healthy job's on-call would pass it); None without one."""
+    ckpt = checkpoint_of(case, ckpts, loaded)
+    if ckpt is None:
+        return None
+    out = subprocess.run(TRIAGE + ["--log", str(ROOT / "corpus" / case["log"]), "--ckpt", str(ckpt), "--json"]
+                         + as_user(case), capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout) if out.stdout.strip() else {"exit": out.returncode}
 
 
 if __name__ == "__main__":

@@ -115,6 +115,25 @@ def rewrite_optim_key(root, pattern, key, value):
     return f"set optimizer_state_dict[{key!r}]={value!r} in {_rel(root, paths)}"
 
 
+def swap(root, a, b):
+    """Exchange two files (two ranks' optimizer shards): DeepSpeed loads the result without a word."""
+    pa, pb = _match(root, a), _match(root, b)
+    if len(pa) != 1 or len(pb) != 1 or pa == pb:
+        raise ValueError(f"swap needs two distinct files, got {a!r} -> {pa}, {b!r} -> {pb}")
+    tmp = pa[0] + ".swap"
+    os.rename(pa[0], tmp)
+    os.rename(pb[0], pa[0])
+    os.rename(tmp, pb[0])
+    return f"swapped {_rel(root, pa)} and {_rel(root, pb)}"
+
+
+def copy_over(root, src, dst):
+    """Copy one file over another (a rank's optimizer shard taken from another save's tag)."""
+    (source,) = _match(root, src)
+    shutil.copyfile(source, os.path.join(root, dst))
+    return f"copied {src} over {dst}"
+
+
 def apply(root, steps):
     """steps: list of (function_name, pattern, *extra_args)."""
     done = []

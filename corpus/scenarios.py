@@ -67,6 +67,17 @@ case("pp2-saved-load-pp1", "failure", "parallelism_mismatch", "pp2-fp32",
 case("pp2-z1-saved-load-pp1", "failure", "parallelism_mismatch", "pp2-z1-fp32",
      "PipelineModule, 2 stages, ZeRO-1; loaded with 1 pipeline stage on 1 rank", "pipeline stages 2 -> 1",
      args={"nproc": 1, "pipe": 1})
+case("pp2-saved-load-no-pipeline", "failure", "parallelism_mismatch", "pp2-fp32",
+     "PipelineModule, 2 stages; loaded by a plain DeepSpeedEngine (no PipelineModule) on 1 rank",
+     "pipeline checkpoint (layer_*-model_states.pt) loaded by a non-pipeline engine", args={"nproc": 1, "pipe": 0})
+# A job script at DeepSpeed's default log level (WARNING: no engine configuration, no world size
+# printed); `bash -x` echoes the launch command, the one line that says how many ranks load.
+case("job-zero2-dp2-saved-load-dp1-default-log-level", "failure", "parallelism_mismatch", "z2-dp2-fp32",
+     f"{lay_text('z2-dp2-fp32')}; a job script (bash -x) resumes it on 1 rank, DeepSpeed at its default log level",
+     "data-parallel world size changed 2 -> 1; CORPUS_DS_LOG_LEVEL=warning", run="cmd",
+     env={"CORPUS_DS_LOG_LEVEL": "warning"},
+     argv=["bash", "-xc", "python -m torch.distributed.run --nproc_per_node=1 corpus/workers/load.py --stage 2 "
+                          "--precision fp32 --load-dir {ckpt}"])
 
 # ---------------------------------------------------------------- missing files / wrong paths
 for id, lay, f in [("zero2-dp2-optim-shard-deleted", "z2-dp2-fp32", OPT.format(r=1)),

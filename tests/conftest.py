@@ -36,12 +36,12 @@ def load_sites():
 def cli(tmp_path):
     """Run `python -m triage ...` as a user would; returns CompletedProcess."""
 
-    def run(*args, stdin: bytes | None = None, env: dict | None = None):
+    def run(*args, stdin: bytes | None = None, env: dict | None = None, timeout: float = 120):
         full_env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), NO_COLOR="1")
         full_env.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "triage", *map(str, args)],
-            input=stdin, capture_output=True, cwd=ROOT, env=full_env, timeout=120,
+            input=stdin, capture_output=True, cwd=ROOT, env=full_env, timeout=timeout,
         )
 
     return run

@@ -1,10 +1,12 @@
 """Real faulted checkpoints for the probe tests, made by the corpus generator.
 
-Four baselines (ZeRO-2 dp 2, ZeRO-3 dp 2, ZeRO-2 dp 1 and ZeRO-0 dp 1, fp32) are trained and saved by real DeepSpeed
-through `corpus.generate.build_base`, once per machine and fingerprint (deepspeed version +
-the worker scripts): about 30 s the first time, then reused. Each scenario is a copy of its
-baseline with the corpus scenario's own fault applied (`corpus.faults.apply` of its `inject`
-steps), under a world-traversable directory so an unprivileged user can reach it.
+The baselines of LAYOUTS (ZeRO-2 dp 2, ZeRO-3 dp 2, ZeRO-2 dp 1 and ZeRO-0 dp 1, fp32; ZeRO-1 dp 2
+fp32; ZeRO-1/2/3 dp 2 bf16) are trained and saved by real DeepSpeed through
+`corpus.generate.build_base`, once per machine and fingerprint (deepspeed version + the worker
+scripts): about 30 s each the first time, then reused. Each scenario is a copy of its baseline
+with the corpus scenario's own fault applied (`corpus.faults.apply` of its `inject` steps), under
+a world-traversable directory so an unprivileged user can reach it; `silent(id)` builds one of
+corpus/silent.py's checkpoint-only faults the same way (its `pre` training runs included).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path(os.environ.get("DS_TRIAGE_PROBE_WORK", "/tmp/ds-triage-probe-tests"))
-LAYOUTS = ("z2-dp2-fp32", "z3-dp2-fp32", "z2-dp1-fp32", "z0-dp1-fp32")  # dp 1: the repair tests
+LAYOUTS = ("z2-dp2-fp32", "z3-dp2-fp32", "z2-dp1-fp32", "z0-dp1-fp32",  # dp 1: the repair tests
+           "z1-dp2-fp32", "z1-dp2-bf16", "z2-dp2-bf16", "z3-dp2-bf16")  # the consistency tests
 
 # scenario id (corpus/scenarios.py) -> what it is, for the tests
 HEALTHY = "resume-z2-dp2-fp32"
@@ -66,6 +69,25 @@ def baselines() -> Path:
 
 
 @lru_cache(maxsize=None)
+def layout_base(name: str) -> Path:
+    """The saved baseline of corpus layout `name`: LAYOUTS' from baselines(), any other built (once
+    per fingerprint) beside them in `_extra`, so the tests that read every baseline shard keep theirs."""
+    if name in LAYOUTS:
+        return baselines() / name
+    from corpus import generate, runner
+
+    work = _traversable(WORK / fingerprint())
+    extra = _traversable(work / "_extra")
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
+        if not (extra / f"{name}.json").exists():
+            generate.warm_up_ops(work)
+        generate.build_base(name, extra, False)
+    return extra / name
+
+
+@lru_cache(maxsize=None)
 def session_dir() -> Path:
     """This session's scenario copies; removed when the interpreter exits."""
     _traversable(WORK)
@@ -87,12 +109,21 @@ def scenario(case_id: str) -> Path:
 
     entry = scenario_entry(case_id)
     root = session_dir() / case_id
-    shutil.copytree(baselines() / entry["layout"], root, symlinks=True)
+    shutil.copytree(layout_base(entry["layout"]), root, symlinks=True)
     if entry.get("user") == "nobody":
         faults.make_world_readable(str(root))
     if entry.get("inject"):
         faults.apply(str(root), entry["inject"])
     return root
+
+
+@lru_cache(maxsize=None)
+def silent(case_id: str) -> Path:
+    """A fresh copy of a corpus/silent.py case (its pre runs done, its fault injected); the save dir."""
+    from corpus import silent as table
+
+    entry = next(s for s in table.SILENT if s["id"] == case_id)
+    return table.build(entry, baselines(), session_dir() / case_id)
 
 
 def copy_of(case_id: str, name: str) -> Path:

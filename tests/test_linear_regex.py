@@ -115,6 +115,19 @@ SOURCE_REGEXES = {
     "triage.probe.target.LOG_OPTIMIZER": "search",
     "triage.probe.target.LOG_LOAD_DIR": "search",
     "triage.probe.target.LOG_LOAD_TAG": "search",
+    "triage.probe.target.LOG_DP": "search",
+    "triage.probe.target.LOG_MP": "search",
+    "triage.probe.target.LOG_DS_VERSION": "search",
+    "triage.probe.target.LOG_BF16": "search",
+    "triage.probe.target.LOG_FP16": "search",
+    "triage.probe.target.LOG_ENGINE": "search",
+    "triage.probe.target.LOG_GROUP": "finditer",
+    "triage.probe.target.LOG_PIPE_ENGINE": "search",
+    "triage.probe.target.LOG_TOPOLOGY": "finditer",
+    "triage.probe.target.TOPOLOGY_PIPE": "findall",
+    "triage.probe.target.LOG_LAUNCH": "finditer",
+    "triage.probe.target.LAUNCH_NPROC": "search",
+    "triage.probe.target.LAUNCH_NNODES": "search",
     "triage.stream.assemble._CONTINUES": "match",
     "triage.stream.emit._TIMESTAMP": "match",
     "triage.stream.prefilter.ANSI": "sub",
@@ -147,6 +160,7 @@ INLINE_NOT_LOG_TEXT = {
     "triage/kb/api_history.py": "a release version (the log's version fact, already cut short)",
     "triage/kb/validate.py": "jsonschema messages",
     "triage/stream/prefilter.py": "rule literals",
+    "triage/eval/checkpoints.py": "a corpus scenario's command line (corpus/manifest.yaml)",
 }
 
 

@@ -40,10 +40,20 @@ def _paste_patterns(rule):
 
 
 def _fragments(text):
-    """{kind: (the text pasted, what the pattern's regex reads of it)}"""
+    """{kind: [(the text pasted, what the pattern's regex reads of it)]}: the message's first line
+    with or without its type, and its last line (what a paste that kept only the end shows)."""
     exc = parse(text)[0].primary
-    first = exc.message.splitlines()[0] if exc and exc.message else ""
-    return {"line": (first, first), "exception": (f"{exc.type}: {first}", first)} if first else {}
+    lines = [line for line in exc.message.splitlines() if line.strip()] if exc and exc.message else []
+    if not lines:
+        return {}
+    first, last = lines[0], lines[-1].strip()
+    return {"line": [(first, first)] + ([(last, last)] if last != first else []),
+            "exception": [(f"{exc.type}: {first}", first)]}
+
+
+def _example_text(example):
+    """A match example's real log: a corpus file, or the inline capture."""
+    return _log(example["file"]) if "file" in example else example.get("log") or ""
 
 
 def test_paste_patterns_match_fragments_cut_from_the_rules_real_examples(rules):
@@ -56,15 +66,16 @@ def test_paste_patterns_match_fragments_cut_from_the_rules_real_examples(rules):
             regex = re.compile(pattern.get("line") or pattern["message"], re.M)
             used = 0
             for example in rule.data["examples"]:
-                if example["expect"] != "match" or "file" not in example:
+                if example["expect"] != "match":
                     continue
-                fragment, read = _fragments(_log(example["file"])).get(kind, (None, None))
-                if not fragment or not regex.search(read):
-                    continue
-                used += 1
-                ranked = [h.rule.id for h in classify(fragment, rules=rules).hypotheses]
-                if ranked[:1] != [rule.id]:
-                    wrong.append(f"{rule.id} {example['file']}: {fragment[:90]!r} -> {ranked}")
+                for fragment, read in _fragments(_example_text(example)).get(kind, []):
+                    if not regex.search(read):
+                        continue
+                    used += 1
+                    ranked = [h.rule.id for h in classify(fragment, rules=rules).hypotheses]
+                    if ranked[:1] != [rule.id]:
+                        where = example.get("file") or "inline log"
+                        wrong.append(f"{rule.id} {where}: {fragment[:90]!r} -> {ranked}")
             if not used:
                 unexercised.append(f"{rule.id}: {pattern['name']}")
     assert not unexercised, "paste patterns no real example's fragment exercises:\n" + "\n".join(unexercised)

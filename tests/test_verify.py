@@ -122,3 +122,9 @@ def _junit(cli, root, path, code):
     proc = cli("verify", root, "--junit", path)
     assert proc.returncode == code, proc.stderr
     return path
+
+
+def test_a_missing_latest_fails_verify(cli):
+    """A silent fault without --deep: load_checkpoint(dir) returns (None, None) and the job trains from scratch."""
+    data = verify(cli, pc.copy_of("zero3-dp2-latest-deleted", "verify-latest"))
+    assert not data["healthy"] and any(p.startswith("latest: ") and "(None, None)" in p for p in data["problems"])

@@ -15,8 +15,9 @@ def register(subparsers) -> None:
         help="measure the rules against a labelled corpus (accuracy, false positives, speed)",
         description="Classify every log of a labelled corpus (manifest.yaml) and compare with its label. "
         "Exit 0 when the gates pass (top-1 >= 0.95, no negative diagnosed, no clean log firing; "
-        "with --set field: top-1 >= 0.90, top-3 >= 0.97, no negative diagnosed), "
-        "1 when they fail, 3 when the corpus cannot be read.",
+        "with --set field: top-1 >= 0.90, top-3 >= 0.97, no negative diagnosed; with --with-checkpoints, the "
+        "log plus checkpoint gates instead of top-1: answer right >= 0.98, confirmed >= 0.90, no healthy "
+        "checkpoint flagged), 1 when they fail, 3 when the corpus cannot be read.",
     )
     parser.add_argument("corpus", nargs="?", metavar="CORPUS_DIR", help="corpus directory holding manifest.yaml (default: the bundled corpus/)")
     parser.add_argument("--set", dest="set_name", choices=("corpus", "field"), default="corpus",
@@ -28,6 +29,14 @@ def register(subparsers) -> None:
                         help="also score the parts of each log people paste (the exception line, the last lines, "
                         "no frames, wrapped, behind other loggers' prefixes) against the whole log (~10 s more)")
     add_progress_options(parser)
+    parser.add_argument("--with-checkpoints", action="store_true",
+                        help="also make a small real subset of the corpus again (real DeepSpeed runs on CPU: every "
+                        "category, healthy checkpoints) and triage each log with its checkpoint; a checkout with "
+                        "torch and DeepSpeed; minutes (real DeepSpeed runs)")
+    parser.add_argument("--work", metavar="DIR", help="with --with-checkpoints: make the scenarios in DIR and keep "
+                        "them (default: a temporary dir, removed)")
+    parser.add_argument("--baselines", metavar="DIR", help="with --with-checkpoints: the trained baselines, reused "
+                        "when there, kept for the next run (default: inside the work dir)")
     parser.set_defaults(run=run)
 
 
@@ -51,6 +60,18 @@ def run(args) -> int:
     outcomes = run_cases(corpus, cases, rules)
     result = (evaluate(outcomes, field_set.TOP1_GOAL, field_set.TOP3_GOAL) if field else evaluate(outcomes))
     rule_set = {"directory": str(rules.directory), "count": len(rules.rules), "digest": rules.digest}
+    checkpoints = None
+    if args.with_checkpoints:
+        from pathlib import Path
+
+        from triage.eval import checkpoints as with_ckpts
+
+        checkpoints = with_ckpts.run(work=Path(args.work) if args.work else None,
+                                     baselines=Path(args.baselines) if args.baselines else None)
+    elif args.work or args.baselines:
+        from triage.errors import UsageError
+
+        raise UsageError("--work and --baselines go with --with-checkpoints")
     pastes = None
     if args.pastes:
         from triage.eval import pastes as paste_curve
@@ -61,14 +82,25 @@ def run(args) -> int:
         data = result.to_json(corpus=str(corpus), rule_set=rule_set, set_name=args.set_name)
         if pastes is not None:
             data["pastes"] = [row.to_json() for row in pastes]
+        if checkpoints is not None:
+            data["checkpoints"] = checkpoints.to_json()
+            data["gates"]["passed"] = all(g.passed for g in gates)
         return data
 
     def as_text() -> str:
         text = render(result, corpus, len(rules.rules), args.set_name)
+        if checkpoints is not None:
+            text += "\n" + "\n".join(with_ckpts.render(checkpoints)) + "\n"
+            text += f"gates with checkpoints: {'pass' if passed else 'FAIL'}: " + "; ".join(g.detail for g in gates) + "\n"
         return text if pastes is None else text + "\n" + "\n".join(paste_curve.render(pastes)) + "\n"
 
+    # With checkpoints, the log plus checkpoint gates take the place of top-1 from the log alone,
+    # which several causes' identical log text keep below 0.95 (issue 19; `same_log` in the report).
+    gates = result.gates if checkpoints is None else \
+        [g for g in result.gates if g.name != "top1"] + checkpoints.gates
+    passed = all(g.passed for g in gates)
     emit(args.json, as_json, as_text)
-    if not result.passed:
-        failed = "; ".join(g.detail for g in result.gates if not g.passed)
+    if not passed:
+        failed = "; ".join(g.detail for g in gates if not g.passed)
         print(f"ds-triage: eval gates failed: {failed}", file=sys.stderr)
-    return EXIT_FOUND if result.passed else EXIT_UNKNOWN
+    return EXIT_FOUND if passed else EXIT_UNKNOWN

@@ -64,7 +64,10 @@ def add_target_options(parser) -> None:
                         help="number of param groups the load's optimizer has")
     parser.add_argument("--load-dir", metavar="DIR", help="the dir the job passes to load_checkpoint / --load, when "
                         "CKPT is not it: checked for being one level off (triage: the log's, else --ckpt)")
-    parser.add_argument("--deep", action="store_true", help="also verify the CRC-32 of every record (reads every byte)")
+    parser.add_argument("--deep", action="store_true",
+                        help="read every byte once, streaming: the CRC-32 of every record, and the consistency probe "
+                        "(each rank's fp32 master partition against its slice of the module weights, partition sizes, "
+                        "step counters: shards DeepSpeed would load without a word)")
     parser.add_argument("--reproduce", action="store_true",
                         help="also load it with DeepSpeed for real (torchrun on CPU, --world-size ranks, --config or the "
                         "log's or the saved ds_config) and classify what the load prints; seconds to minutes")
@@ -91,7 +94,7 @@ def register(subparsers) -> None:
         "probe",
         help="check a checkpoint on disk (read-only)",
         description="Run every probe on a DeepSpeed checkpoint, in the order path -> permission -> integrity -> "
-        "version -> config -> model -> optimizer (-> reproduce), and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
+        "version -> config -> model -> optimizer (-> consistency with --deep, -> reproduce), and summarise what is wrong. Never writes to the checkpoint, never runs its pickles. "
         "Exit 0 when nothing is wrong, 1 when a probe found a problem.",
     )
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (the --load dir), a global_stepN dir, a shard "
@@ -112,9 +115,10 @@ def context_from(args, log_text: str | None = None):
                        optimizer=args.optimizer, param_groups=args.param_groups, load_dir=args.load_dir)
     if log_text is not None:
         target.log_path = getattr(args, "log", None)  # triage's --log; the chat's pasted log has no file
-    if log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)):
+    if log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)) and engine_log(target):
         # triage: --ckpt is the checkpoint the job failed on; unless the log names a dir
-        # that exists here, take it as the dir the job loaded.
+        # that exists here, take it as the dir the job loaded. Not for a converter's log
+        # (zero_to_fp32, ds_to_universal): those take a tag dir by design.
         target.load_dir, target.sources["load_dir"] = args.ckpt, "--ckpt"
     if args.model_factory and ":" not in args.model_factory:
         raise UsageError(f"--model-factory {args.model_factory}: expected MODULE:FUNCTION, e.g. mymodels:build")
@@ -134,6 +138,13 @@ def context_from(args, log_text: str | None = None):
     if target.load_tag and ckpt.tag_source != "given" and target.load_tag in ckpt.tags:
         ckpt.tag, ckpt.tag_source = target.load_tag, "log"  # the tag the job really opened
     return ctx
+
+
+def engine_log(target) -> bool:
+    """The log shows a DeepSpeed engine starting (its release banner, distributed groups, the engine
+    configuration), so `load_checkpoint` ran; a converter's log shows none of them."""
+    return any(target.sources.get(name, "").startswith("the log")
+               for name in ("ds_version", "dp", "mp", "pipeline", "world_size", "stage"))
 
 
 def run(args) -> int:

@@ -21,7 +21,9 @@ def register(subparsers) -> None:
     parser.add_argument("ckpt", metavar="CKPT", help="checkpoint root (verifies `latest`'s tag) or a tag dir")
     parser.add_argument("--manifest", metavar="FILE", help="the manifest to check against (default: the tag's own)")
     parser.add_argument("--sizes-only", action="store_true", help="compare file sizes, not checksums (fast)")
-    parser.add_argument("--deep", action="store_true", help="also verify every zip record's CRC-32")
+    parser.add_argument("--deep", action="store_true",
+                        help="also read every byte once: every zip record's CRC-32, and the consistency probe (shards "
+                        "exchanged between ranks or mixed from different saves, which DeepSpeed loads without a word)")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--junit", metavar="FILE", help="also write the result as JUnit XML (a testcase per probe, "
                         "the manifest and the trust walk) for a CI system's test view")

@@ -27,6 +27,7 @@ class ProbeContext:
     _meta: dict[str, ShardMeta] = field(default_factory=dict, repr=False)
     _layout: SavedLayout | None = field(default=None, repr=False)
     results: dict = field(default_factory=dict, repr=False)  # name -> ProbeResult of probes already run
+    deep_scan: object = field(default=None, repr=False)  # --deep's one pass over the tag (deep_scan.scan)
 
     @classmethod
     def for_path(cls, path: str, target: Target | None = None, deep: bool = False, **options) -> "ProbeContext":

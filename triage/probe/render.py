@@ -25,8 +25,11 @@ def _header(report: ProbeReport) -> list[str]:
     else:
         out.append(f"path: {ckpt.given} ({ckpt.given_kind.replace('_', ' ')})")
     target = report.ctx.target
-    parts = [f"{name.replace('_', ' ')} {target.describe(name)}" for name in ("stage", "world_size")
+    parts = [f"{name.replace('_', ' ')} {target.describe(name)}" for name in ("stage", "world_size", "mp", "precision")
              if getattr(target, name) is not None]
+    if target.pipeline is not None:
+        parts.append(("pipeline engine" + (f", {target.pp} stages" if target.pp else "") if target.pipeline
+                      else "no pipeline engine") + f" ({target.sources.get('pipeline', '?')})")
     if target.config_path:
         parts.append(f"config {target.config_path}")
     elif target.config is not None:
@@ -37,6 +40,8 @@ def _header(report: ProbeReport) -> list[str]:
         parts.append(f"model as torch's load error describes it (the log, line {target.model_claims.line})")
     parts += [f"{name.replace('_', ' ')} {target.describe(name)}" for name in ("optimizer", "param_groups")
               if getattr(target, name) is not None]
+    if target.ds_version:
+        parts.append(f"deepspeed {target.describe('ds_version')}")
     if parts:
         out.append("target: " + ", ".join(parts))
     return out
@@ -45,6 +50,9 @@ def _header(report: ProbeReport) -> list[str]:
 def _probe_lines(result, style: Style, indent: str = "  ", full: bool = True) -> list[str]:
     label, code = STATUS_STYLE[result.status]
     out = [f"{indent}{result.name:13s} {style(f'{label:12s}', code)} {result.summary}"]
+    if result.sources:  # where the load's settings this probe compared came from
+        out.append(f"{indent}{' ' * 14}from: " + "; ".join(f"{name.replace('_', ' ')} {where}"
+                                                          for name, where in result.sources.items()))
     if full or result.status != REFUTED:
         pad = indent + " " * 14
         for line in result.evidence:
@@ -76,6 +84,12 @@ def render_probe(report: ProbeReport, style: Style | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _answer(triage: TriageReport):
+    """The hypothesis the verdict names (the first probed one when it names none)."""
+    rule_id = triage.verdict["rule_id"]
+    return next((p.hypothesis for p in triage.probed if p.hypothesis.rule.id == rule_id), triage.probed[0].hypothesis)
+
+
 def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     style = style or Style(False)
     out = []
@@ -87,12 +101,12 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     v = triage.verdict
     out.append("")
     if v["status"] == "likely":
-        top = triage.probed[0].hypothesis
+        top = _answer(triage)
         out.append(style(f"verdict (likely, not confirmed): {v['category']} [{v['rule_id']}] {top.rule.title}",
                          "1;33"))
         out.append(f"  {v['reason']}")
     elif v["rule_id"]:
-        top = triage.probed[0].hypothesis
+        top = _answer(triage)
         out.append(style(f"verdict: {v['category']} [{v['rule_id']}] {top.rule.title}", "1;31"))
         out.append(f"  {v['reason']}")
     elif v["category"] != "unknown":
@@ -134,7 +148,7 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     for r in results.values():
         out += _probe_lines(r, style, full=False)
     if v["rule_id"]:
-        top = triage.probed[0].hypothesis
+        top = _answer(triage)
         out.append("")
         out.append(style(f"fix ({top.rule.id}):", "1"))
         for step in top.rule.data["fix"]:

@@ -43,7 +43,9 @@ class ProbeReport:
     def target_json(self) -> dict:
         t = self.ctx.target
         return {"stage": t.stage, "world_size": t.world_size, "config": t.config_path, "model": t.model_path,
-                "optimizer": t.optimizer, "param_groups": t.param_groups, "sources": dict(t.sources)}
+                "optimizer": t.optimizer, "param_groups": t.param_groups, "dp": t.dp, "mp": t.mp,
+                "pipeline": t.pipeline, "pp": t.pp, "precision": t.precision, "ds_version": t.ds_version,
+                "sources": dict(t.sources)}
 
     def to_json(self) -> dict:
         return {
@@ -80,11 +82,14 @@ class TriageReport:
     def verdict(self) -> dict:
         """One answer: `confirmed` (a probe confirmed it), `likely` (nothing confirmed: the first
         cause the probes did not refute) or `unknown`; category and rule_id are always the answer."""
+        found = self.probe.findings
         for p in self.probed:
             if p.decision.status == CONFIRMED and p.hypothesis.rule.category != "unknown":
+                deeper = [c for c in verdict.REFINES.get(p.hypothesis.rule.category, []) if c in found]
+                if deeper:
+                    return self._refined(p, deeper[0])
                 return {"status": "confirmed", "category": p.hypothesis.rule.category, "rule_id": p.hypothesis.rule.id,
                         "source": "log", "reason": p.decision.reason}
-        found = self.probe.findings
         if len(found) == 1 and all(p.decision.status == REFUTED for p in self.probed):
             # The log's every guess is ruled out and the checkpoint shows one problem: that is
             # the cause, though no rule recognised how this log reports it.
@@ -100,6 +105,16 @@ class TriageReport:
         reason = ("every hypothesis from the log was refuted by the probes" if self.probed
                   else "no hypothesis from the log, and the probes found no single cause")
         return {"status": "unknown", "category": "unknown", "rule_id": None, "source": None, "reason": reason}
+
+    def _refined(self, p: Probed, category: str) -> dict:
+        """The log's confirmed cause, explained by what the probes found (verdict.REFINES): the
+        answer is the deeper cause, with a hypothesis of that category when the log named one."""
+        signals = [f"{r.name}.{s}" for r in self.probe.results.values() for s in r.signals
+                   if verdict.category_of(f"{r.name}.{s}") == category]
+        named = next((q.hypothesis.rule.id for q in self.probed if q.hypothesis.rule.category == category), None)
+        return {"status": "confirmed", "category": category, "rule_id": named, "source": "log" if named else "probes",
+                "reason": f"{p.hypothesis.rule.id} ({p.hypothesis.rule.category}) confirmed: {p.decision.reason}; "
+                          f"the probes show why: " + ", ".join(signals)}
 
     @property
     def confirmed(self) -> bool:

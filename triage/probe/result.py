@@ -20,6 +20,8 @@ class ProbeResult:
     facts: dict = field(default_factory=dict)
     found_lines: int = 0  # how many evidence lines (from the first) say what was found; the rest is context
     load: dict | None = None  # reproduce: the load it ran (ds_config, world size, stage, model), in the JSON
+    sources: dict = field(default_factory=dict)  # the load's setting -> where it came from ("--config", "the log, line 12")
+    supports: list[str] = field(default_factory=list)  # facts that confirm a cause only the log names (verdict.SUPPORT)
 
     @property
     def headline(self) -> list[str]:
@@ -31,6 +33,7 @@ class ProbeResult:
             "name": self.name, "status": self.status, "summary": self.summary,
             "evidence": list(self.evidence), "command": self.command,
             "signals": list(self.signals), "checked": list(self.checked),
+            "sources": dict(self.sources), "supports": list(self.supports),
         }
         if self.load is not None:
             data["load"] = self.load
@@ -66,7 +69,8 @@ class Findings:
 
 def outcome(name: str, *, signals: list[str], checked: list[str], complete: bool, found: str,
             clear: str, unknown: str, evidence: list[str], command: str, facts: dict | None = None,
-            context: list[str] | None = None) -> ProbeResult:
+            context: list[str] | None = None, sources: dict | None = None,
+            supports: list[str] | None = None) -> ProbeResult:
     """The usual status rule: any signal -> confirmed; all checked and clear -> refuted; else inconclusive.
 
     evidence: what was found (first in the result); context: what the probe saw around it."""
@@ -79,7 +83,8 @@ def outcome(name: str, *, signals: list[str], checked: list[str], complete: bool
     else:
         status, summary = INCONCLUSIVE, unknown
     return ProbeResult(name, status, summary, list(evidence) + list(context or []), command, signals, checked,
-                       facts or {}, found_lines=len(evidence))
+                       facts or {}, found_lines=len(evidence), sources=dict(sources or {}),
+                       supports=list(supports or []))
 
 
 def not_implemented(name: str) -> ProbeResult:

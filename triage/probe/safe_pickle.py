@@ -70,11 +70,13 @@ class StorageMeta:
 
 @dataclass(frozen=True)
 class TensorMeta:
-    """A tensor as the pickle describes it; its bytes stay in the zip record `data/<key>`."""
+    """A tensor as the pickle describes it; its bytes stay in the zip record `data/<key>`
+    (triage/probe/tensor_data.py reads them)."""
     shape: tuple
     dtype: str
     storage_key: str | None
     offset: int = 0
+    stride: tuple | None = None
 
     @property
     def numel(self) -> int:
@@ -157,8 +159,11 @@ class _TensorType:
 
 def _rebuild_tensor_v2(storage, storage_offset=0, size=(), stride=None, *args, **kwargs):
     if isinstance(storage, StorageMeta):
-        return TensorMeta(tuple(size) if isinstance(size, (tuple, list)) else (), storage.dtype, storage.key,
-                          storage_offset if isinstance(storage_offset, int) else 0)
+        shape = tuple(size) if isinstance(size, (tuple, list)) else ()
+        strides = tuple(stride) if isinstance(stride, (tuple, list)) and all(isinstance(s, int) for s in stride) \
+            else None
+        return TensorMeta(shape, storage.dtype, storage.key, storage_offset if isinstance(storage_offset, int) else 0,
+                          strides if strides is not None and len(strides) == len(shape) else None)
     return TensorMeta(tuple(size) if isinstance(size, (tuple, list)) else (), "unknown", None)
 
 
@@ -318,6 +323,7 @@ class ShardMeta:
     storages: dict[str, StorageMeta] = field(default_factory=dict)
     prefix: str = ""
     over_cap: str | None = None  # which cap (pickle_bounds) the pickle went over; error is set too
+    graph: object = field(default=None, repr=False)  # the loaded object graph itself (inert stand-ins only)
 
     @property
     def weights_only_refused(self) -> list[str]:
@@ -422,6 +428,7 @@ def _read(meta: ShardMeta, unpickler: "_RestrictedUnpickler", obj) -> ShardMeta:
     meta.suspicious = list(unpickler.suspicious)
     meta.globals_seen = sorted(f"{m}.{n}" for m, n in unpickler.globals_seen)
     meta.storages = dict(unpickler.storages)
+    meta.graph = obj
     _describe(meta, obj)
     return meta
 

@@ -1,8 +1,12 @@
-"""What the loading job is set up with: stage, world size, its ds_config, its model and optimizer.
+"""What the loading job is set up with: stage, degrees, precision, pipeline, its ds_config, its
+model and optimizer, its DeepSpeed release.
 
-From the command line (--stage, --world-size, --config) first; `triage` also reads what the
-failing job's own log printed (DeepSpeed's config dump at INFO level), so that a log plus a
-checkpoint can tell apart what neither can alone. Each value keeps where it came from.
+In order: the command line (--stage, --world-size, --config), then what the failing job's own
+log printed (`triage`): DeepSpeed's engine configuration and distributed-groups summary at INFO
+level, the PipelineEngine's start-up, DeepSpeed's version banner, and the launch command a job
+script echoed (`set -x`; the library's default WARNING level prints none of DeepSpeed's lines).
+What the checkpoint itself says is the saved side, never the load's: the probes compare the
+two. Each value keeps where it came from (`sources`), and the probes say it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,27 @@ LOG_STAGE = (re.compile(r"zero_optimization_stage \.+ (\d)\b"), re.compile(r"Cre
 # start would scan the rest of the run (quadratic).
 LOG_WORLD = (re.compile(r"^[ \t]*world_size \.+ (\d+)[ \t]*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"))
 LOG_OPTIMIZER = (re.compile(r"DeepSpeed Basic Optimizer = ([A-Za-z_][\w.]*)"),)
+# engine._configure_distributed_model's "distributed groups summary"
+LOG_DP = (re.compile(r"\bself\.dp_world_size=(\d+)"),)
+LOG_MP = (re.compile(r"\bself\.mp_world_size=(\d+)"),)
+# deepspeed.initialize's banner: the release the loading job ran
+LOG_DS_VERSION = (re.compile(r"DeepSpeed info: version=(\d[\w.+-]*?),"),)
+# The engine configuration's precision lines (0.19: `bfloat16_config .... enabled=True`; older
+# releases printed `bfloat16_enabled .... True` / `fp16_enabled .... True`).
+LOG_BF16 = re.compile(r"\b(?:bfloat16_config \.+ enabled=|bfloat16_enabled \.+ )(True|False)\b")
+LOG_FP16 = re.compile(r"\b(?:float16_config \.+ enabled=|fp16_enabled \.+ )(True|False)\b")
+LOG_ENGINE = re.compile(r"DeepSpeedEngine configuration:")
+# ZeRO-1/2 flattens each param group of the optimizer it wraps (stage_1_and_2.py __init__)
+LOG_GROUP = re.compile(r"Flattening param group (\d+) on ")
+# PipelineEngine.__init__ (deepspeed/runtime/pipe/engine.py) after the engine's own start-up, and
+# PipelineModule's topology (printed before deepspeed.initialize): the load runs a pipeline engine.
+LOG_PIPE_ENGINE = re.compile(r"is_pipe_partitioned=|\bRANK=\d+ STAGE=\d+ LAYERS=\d+")
+TOPOLOGY_PIPE = re.compile(r"pipe=(\d+)")  # each rank's pipeline stage in the topology
+LOG_TOPOLOGY = re.compile(r"Using topology: \{([^{}\n]*)\}")  # no brace inside: linear on a run of "{"
+# A launch command echoed into the job's log (bash -x, srun --verbose, a job script's echo).
+LOG_LAUNCH = re.compile(r"(?:\btorchrun\b|\btorch\.distributed\.(?:run|launch)\b|(?:^|[\s/])deepspeed\s)[^\n]*")
+LAUNCH_NPROC = re.compile(r"--(?:nproc[_-]per[_-]node|num_gpus|num-gpus)[= ](\d+)\b")
+LAUNCH_NNODES = re.compile(r"--(?:nnodes|num_nodes|num-nodes)[= ](\d+)(?![:\d])")
 # engine.load_checkpoint's warning names the dir it was given: the load dir.
 LOG_LOAD_DIR = (re.compile(r"Unable to find latest file at (\S+)/latest\b"),)
 # The checkpoint engine names each file it opens (0.9+: "[Torch] Loading/Begin Load checkpoint from";
@@ -43,6 +68,12 @@ class Target:
     load_dir: str | None = None  # the dir the job passes to load_checkpoint (--load-dir, the log, triage's --ckpt)
     load_tag: str | None = None  # the tag the job loaded, when the log's checkpoint engine named a file of it
     log_path: str | None = None  # triage: the log file the facts "the log, line N" were read from ('-': stdin)
+    dp: int | None = None  # the load's data-parallel degree
+    mp: int | None = None  # the load's model-parallel (tensor) degree: DeepSpeed's mp_world_size
+    pipeline: bool | None = None  # the load runs a PipelineEngine
+    pp: int | None = None  # the load's pipeline stages
+    precision: str | None = None  # fp32, bf16 or fp16
+    ds_version: str | None = None  # the DeepSpeed release the loading job ran
     sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
 
     def describe(self, name: str) -> str:
@@ -67,6 +98,32 @@ def config_stage(config: dict | None) -> int | None:
     return stage if isinstance(stage, int) and not isinstance(stage, bool) else None
 
 
+def config_precision(config: dict | None) -> str | None:
+    """fp16, bf16 or fp32 as a ds_config sets it (None without a config)."""
+    if config is None:
+        return None
+    for name, keys in (("bf16", ("bf16", "bfloat16")), ("fp16", ("fp16",))):
+        for key in keys:
+            section = config.get(key)
+            if isinstance(section, dict) and section.get("enabled") in (True, "true", "True"):
+                return name
+    return "fp32"
+
+
+def _config_settings(target: Target, config: dict, source: str) -> None:
+    """What a whole ds_config says beyond the stage: precision, pipeline stages, tensor parallel."""
+    for name, value in (("precision", config_precision(config)), ("pp", _int_at(config, "pipeline", "stages")),
+                        ("mp", _int_at(config, "tensor_parallel", "autotp_size"))):
+        if value is not None and getattr(target, name) is None:
+            setattr(target, name, value)
+            target.sources[name] = source
+
+
+def _int_at(config: dict, section: str, key: str) -> int | None:
+    value = config.get(section, {}).get(key) if isinstance(config.get(section), dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def from_args(stage: int | None, world_size: int | None, config_path: str | None, log_text: str | None = None, *,
               model: str | None = None, optimizer: str | None = None, param_groups: int | None = None,
               load_dir: str | None = None) -> Target:
@@ -86,6 +143,8 @@ def from_args(stage: int | None, world_size: int | None, config_path: str | None
         target.stage, target.sources["stage"] = stage, "--stage"
     elif target.config is not None and config_stage(target.config) is not None:
         target.stage, target.sources["stage"] = config_stage(target.config), "--config"
+    if target.config is not None:
+        _config_settings(target, target.config, "--config")
     if load_dir is not None:
         target.load_dir, target.sources["load_dir"] = load_dir, "--load-dir"
     if world_size is not None:
@@ -109,12 +168,14 @@ def _from_log(target: Target, whole: str) -> None:
             target.config, target.sources["config"] = config, f"the log, line {line}"
             if target.stage is None and config_stage(config) is not None:
                 target.stage, target.sources["stage"] = config_stage(config), f"the log, line {line}"
+            _config_settings(target, config, f"the log, line {line}")
     target.model_claims = model_claims(text) or None
     if target.model_claims is not None:
         target.model_claims.line += skipped  # a line of the whole log, as every other source says
     for name, patterns, kind in (("stage", LOG_STAGE, int), ("world_size", LOG_WORLD, int),
                                  ("optimizer", LOG_OPTIMIZER, str), ("load_dir", LOG_LOAD_DIR, str),
-                                 ("load_tag", LOG_LOAD_TAG, str)):
+                                 ("load_tag", LOG_LOAD_TAG, str), ("dp", LOG_DP, int), ("mp", LOG_MP, int),
+                                 ("ds_version", LOG_DS_VERSION, str)):
         if getattr(target, name) is not None:
             continue
         for pattern in patterns:
@@ -124,3 +185,77 @@ def _from_log(target: Target, whole: str) -> None:
                 setattr(target, name, kind(m.group(1)))
                 target.sources[name] = f"the log, line {line}"
                 break
+    _world_from_groups(target)
+    _precision_from_log(target, text, skipped)
+    _groups_from_log(target, text, skipped)
+    _pipeline_from_log(target, whole, text, skipped)
+    _launch_from_log(target, whole)
+
+
+def _line(text: str, offset: int, skipped: int) -> str:
+    return f"the log, line {skipped + text.count(chr(10), 0, offset) + 1}"
+
+
+def _precision_from_log(target: Target, text: str, skipped: int) -> None:
+    """The engine configuration's bf16 and fp16 lines (both printed in one dump)."""
+    if target.precision is not None:
+        return
+    bf16, fp16 = LOG_BF16.search(text), LOG_FP16.search(text)
+    if bf16 and fp16:
+        target.precision = "bf16" if bf16.group(1) == "True" else "fp16" if fp16.group(1) == "True" else "fp32"
+        target.sources["precision"] = _line(text, min(bf16.start(), fp16.start()), skipped)
+
+
+def _world_from_groups(target: Target) -> None:
+    """DeepSpeed's printed `world_size` is its data-parallel size: with model or pipeline
+    parallelism the ranks are dp x mp (mp_world_size counts the pipeline stages too), which the
+    distributed-groups summary gives."""
+    printed = target.sources.get("world_size", "")
+    if target.dp is None or target.mp is None or not printed.startswith("the log"):
+        return
+    if target.world_size == target.dp and target.mp > 1:
+        target.world_size = target.dp * target.mp
+        target.sources["world_size"] = f"{target.sources['dp']} and {target.sources['mp'].removeprefix('the log, ')}"
+
+
+def _groups_from_log(target: Target, text: str, skipped: int) -> None:
+    """The param groups of the load's optimizer: ZeRO-1/2 flattens each, numbered from 0."""
+    if target.param_groups is not None:
+        return
+    groups = [(int(m.group(1)), m.start()) for m in LOG_GROUP.finditer(text)]
+    if groups:
+        target.param_groups = max(n for n, _ in groups) + 1
+        target.sources["param_groups"] = _line(text, groups[0][1], skipped)
+
+
+def _pipeline_from_log(target: Target, whole: str, text: str, skipped: int) -> None:
+    """A PipelineEngine's start-up lines say the load runs one; the engine's own configuration dump
+    without them says it does not (both are INFO lines of the same start-up)."""
+    if target.pipeline is not None:
+        return
+    pipe = LOG_PIPE_ENGINE.search(text)
+    engine = LOG_ENGINE.search(text)
+    if pipe:
+        target.pipeline, target.sources["pipeline"] = True, _line(text, pipe.start(), skipped)
+        # PipelineModule prints its topology before deepspeed.initialize, so before this run's start
+        topology = None
+        for topology in LOG_TOPOLOGY.finditer(whole, 0, len(whole) - len(text) + pipe.start()):
+            pass
+        stages = [int(n) for n in TOPOLOGY_PIPE.findall(topology.group(1))] if topology else []
+        if stages and target.pp is None:
+            target.pp = max(stages) + 1
+            target.sources["pp"] = f"the log, line {whole.count(chr(10), 0, topology.start()) + 1}"
+    elif engine:
+        target.pipeline, target.sources["pipeline"] = False, _line(text, engine.start(), skipped)
+
+
+def _launch_from_log(target: Target, whole: str) -> None:
+    """The world size of the launch command the job's log echoes, when DeepSpeed printed none."""
+    if target.world_size is not None:
+        return
+    for m in LOG_LAUNCH.finditer(whole):
+        nproc = LAUNCH_NPROC.search(m.group(0))
+        if nproc:
+            nodes = LAUNCH_NNODES.search(m.group(0))
+            target.world_size = int(nproc.group(1)) * (int(nodes.group(1)) if nodes else 1)
+            target.sources["world_size"] = f"the launch command, line {whole.count(chr(10), 0, m.start()) + 1}"

@@ -17,6 +17,8 @@ from triage.probe.result import CONFIRMED, INCONCLUSIVE, REFUTED, ProbeResult
 _INTEGRITY = ("empty", "zeroed", "garbage", "lfs_pointer", "truncated", "bad_zip", "crc_mismatch", "bad_pickle",
               "storage_missing")
 
+_CONSISTENCY = ("shard_swapped", "master_differs", "step_differs", "partition_size")
+
 _MODEL = ("prefix_module", "prefix_orig_mod", "prefix_peft", "missing_keys", "unexpected_keys", "shapes_differ")
 
 CATEGORIES: dict[str, dict[str, list]] = {
@@ -36,8 +38,11 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "confirm": ["permission.untraversable", "permission.unlistable", "permission.unreadable"],
         "refute": [["permission.untraversable"], ["permission.unlistable"], ["permission.unreadable"]],
     },
+    # consistency (--deep): shards exchanged between ranks or mixed from different saves, which DeepSpeed
+    # loads without a word (DS-X005 is the log side: the loaders that do compare steps refuse such a mix)
     "corrupt_file": {
-        "confirm": [f"integrity.{s}" for s in _INTEGRITY] + ["completeness.extra_shards"],
+        "confirm": [f"integrity.{s}" for s in _INTEGRITY] + ["completeness.extra_shards"]
+        + [f"consistency.{s}" for s in _CONSISTENCY],
         "refute": [[f"integrity.{s}"] for s in _INTEGRITY],
     },
     # a plain torch.load refused a global: one outside DeepSpeed's (suspicious), or DeepSpeed's own
@@ -49,10 +54,12 @@ CATEGORIES: dict[str, dict[str, list]] = {
         "refute": [["completeness.stage_differs", "config.stage_differs"]],
     },
     "parallelism_mismatch": {
-        "confirm": ["completeness.world_size_differs", "config.tp_differs", "config.pp_differs"],
-        "refute": [["completeness.world_size_differs"], ["config.tp_differs"], ["config.pp_differs"]],
+        "confirm": ["completeness.world_size_differs", "completeness.mp_differs", "completeness.pipeline_differs",
+                    "config.tp_differs", "config.pp_differs"],
+        "refute": [["completeness.world_size_differs"], ["config.tp_differs", "completeness.mp_differs"],
+                   ["config.pp_differs", "completeness.pipeline_differs"]],
     },
-    "config_mismatch": {"confirm": ["config.precision_differs"], "refute": []},
+    "config_mismatch": {"confirm": ["config.precision_differs", "config.universal_differs"], "refute": []},
     # model: --model compared with the saved names and shapes; optimizer: --optimizer / --param-groups.
     "model_mismatch": {
         "confirm": [f"model.{s}" for s in _MODEL],
@@ -70,6 +77,25 @@ CATEGORIES: dict[str, dict[str, list]] = {
     "unknown": {"confirm": [], "refute": []},
 }
 
+# Facts that confirm a category (or one rule) only when the log names it: alone they are no
+# problem (a healthy checkpoint has them), beside an error of that kind they are its reason. A
+# checkpoint saved by a newer DeepSpeed than the load's loads fine unless the load fails on a
+# version skew; a converter's complaint about a model-parallel, stage-0, unconverted or
+# non-Megatron checkpoint is borne out by the checkpoint being one.
+SUPPORT: dict[str, list[str]] = {
+    "version_incompatible": ["version.saved_newer"],
+    "DS-P101": ["completeness.model_parallel_saved"],  # zero_to_fp32 on a tp/pp checkpoint
+    "DS-Z101": ["completeness.zero0_saved"],  # zero_to_fp32 / ds_to_universal on a stage-0 checkpoint
+    "DS-C101": ["completeness.not_universal"],  # load_universal on a checkpoint never converted
+    "DS-B101": ["completeness.no_universal_info"],  # ds_to_universal without --inject_missing_state
+}
+
+# A confirmed cause the probes explain further: the load did miss a file (missing_file), and the
+# checkpoint shows why: the save into that tag died before it finished (partial_checkpoint).
+REFINES: dict[str, list[str]] = {
+    "missing_file": ["partial_checkpoint"],
+}
+
 RULES: dict[str, dict[str, list]] = {
     "DS-F002": {"confirm": ["completeness.optim_missing"], "refute": [["completeness.optim_missing"]]},
     "DS-F003": {"confirm": ["completeness.model_missing"], "refute": [["completeness.model_missing"]]},
@@ -78,10 +104,13 @@ RULES: dict[str, dict[str, list]] = {
                 "refute": [["latest.latest_missing"], ["path.wrong_level"]]},
     "DS-F102": {"confirm": ["latest.latest_missing"], "refute": [["latest.latest_missing"]]},
     "DS-F005": {"confirm": ["path.wrong_level"], "refute": [["path.wrong_level"]]},
+    "DS-X005": {"confirm": ["consistency.step_differs", "consistency.master_differs", "consistency.shard_swapped"],
+                "refute": [["consistency.step_differs"], ["consistency.master_differs"], ["consistency.shard_swapped"]]},
     "DS-V001": {"confirm": ["version.known_break"], "refute": [["version.known_break"]]},
     "DS-V002": {"confirm": ["version.ds_version_missing"], "refute": [["version.ds_version_missing"]]},
     "DS-C001": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
     "DS-C002": {"confirm": ["config.precision_differs"], "refute": [["config.precision_differs"]]},
+    "DS-C101": {"confirm": ["config.universal_differs"], "refute": [["config.universal_differs"]]},
     # base weights "missing" from an adapter-only checkpoint (PEFT, exclude_frozen_parameters)
     "DS-H001": {"confirm": ["model.adapter_only"], "refute": [["model.adapter_only"]]},
     "DS-M002": {"confirm": ["model.prefix_orig_mod"], "refute": [["model.prefix_orig_mod"]]},
@@ -115,6 +144,8 @@ def decide(category: str, rule_id: str | None, results: dict[str, ProbeResult]) 
     found = {f"{r.name}.{s}" for r in results.values() for s in r.signals}
     checked = {f"{r.name}.{s}" for r in results.values() for s in r.checked}
     hits = [s for s in e["confirm"] if s in found]
+    supported = {f"{r.name}.{s}" for r in results.values() for s in r.supports}
+    hits += [s for s in SUPPORT.get(category, []) + SUPPORT.get(rule_id or "", []) if s in supported]
     if hits:
         return Decision(CONFIRMED, "found: " + ", ".join(hits), hits)
     if not e["confirm"] and not e["refute"]:

@@ -103,6 +103,13 @@ def _check_open(f, result: ZipCheck, deep: bool, on_read=None) -> None:
 
 
 def _check_record(f, info: zipfile.ZipInfo, size: int) -> str | None:
+    start = data_start(f, info, size)
+    return start if isinstance(start, str) else None
+
+
+def data_start(f, info: zipfile.ZipInfo, size: int) -> int | str:
+    """The file offset of the record's first data byte (after its local header), or what is wrong:
+    the header missing or the record running past the end of the file."""
     if info.header_offset + LOCAL_HEADER_SIZE > size:
         return f"record {info.filename} starts past the end of the file"
     f.seek(info.header_offset)
@@ -110,7 +117,7 @@ def _check_record(f, info: zipfile.ZipInfo, size: int) -> str | None:
     if len(header) < LOCAL_HEADER_SIZE or not header.startswith(LOCAL_HEADER):
         return f"record {info.filename}: no local header at offset {info.header_offset} (overwritten?)"
     name_len, extra_len = struct.unpack("<HH", header[26:30])
-    end = info.header_offset + LOCAL_HEADER_SIZE + name_len + extra_len + info.compress_size
-    if end > size:
-        return f"record {info.filename} ends at byte {end}, past the end of the file ({size} bytes)"
-    return None
+    start = info.header_offset + LOCAL_HEADER_SIZE + name_len + extra_len
+    if start + info.compress_size > size:
+        return f"record {info.filename} ends at byte {start + info.compress_size}, past the end of the file ({size} bytes)"
+    return start

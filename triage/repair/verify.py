@@ -5,6 +5,8 @@ trust gate (triage/probe/trust.py: no suspicious or unverifiable pickle), and, w
 (`<tag>/ds-triage-manifest.json`, or --manifest FILE), every file it lists is there with its size
 and sha256. The structure alone cannot see a flipped byte inside tensor data (a zip's CRC only
 with --deep) or a copy that stopped between two files the layout does not require; the manifest can.
+With --deep the consistency probe also runs: shards exchanged between ranks or mixed from different
+saves are whole files with good CRCs that DeepSpeed loads without a word, and fail verify here.
 """
 
 from __future__ import annotations

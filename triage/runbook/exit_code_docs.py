@@ -24,8 +24,11 @@ READING = """## Reading 0 and 1
 `classify`, `triage`, `stream` and piped `chat` exit 0 when they found a cause, so
 `ds-triage stream job.log || echo clean` reads naturally. `probe` and `verify` read the other
 way round: 0 means the checkpoint shows nothing wrong, so a pipeline can gate on them
-(`ds-triage verify CKPT || exit 1`, `ds-triage probe CKPT || page-someone`). `repair` is a dry
-run unless `--apply`: exit 0 there means the plan was printed, not that anything was fixed.
+(`ds-triage verify CKPT || exit 1`, `ds-triage probe CKPT || page-someone`). With `--deep`
+(`probe`, `triage` and `verify`), a problem also includes what the `consistency` probe finds:
+shards exchanged between ranks or mixed from different saves, which DeepSpeed itself loads
+without an error. `repair` is a dry run unless `--apply`: exit 0 there means the plan was
+printed, not that anything was fixed.
 """
 
 

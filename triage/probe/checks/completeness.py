@@ -9,18 +9,28 @@ load at that stage and world size finds the files it looks for.
 Confirmed: tag_missing (the tag dir does not exist), tag_empty, model_missing, optim_missing,
 layer_missing, extra_shards, incomplete_save (files missing in a tag `latest` never named: a
 save that died), stage_differs (saved ZeRO-3 vs a stage-1/2 load, or the reverse, or ZeRO-0
-vs ZeRO), world_size_differs (a ZeRO or model-parallel checkpoint on another world size).
+vs ZeRO), world_size_differs (a ZeRO or model-parallel checkpoint on another world size),
+mp_differs (the load's model-parallel size is not the saved mp_world_size, whatever the world
+size), pipeline_differs (pipeline layer files loaded by an engine that is no PipelineEngine, or
+by one with another number of pipeline stages).
+
+The load's settings come from --stage / --world-size / --config, else from the job's log
+(triage/probe/target.py); `sources` in the result says which, for each.
+
+Supports (no problem by themselves; they confirm a cause only the log names, verdict.SUPPORT):
+model_parallel_saved, zero0_saved, not_universal, no_universal_info (the model states lack the
+universal_checkpoint_info ds_to_universal needs).
 """
 
 from __future__ import annotations
 
 from triage.probe.context import ProbeContext
-from triage.probe.layout import MAX_LAYER, STAGE_FAMILY, expected_files, files_for_target, layer_gaps
+from triage.probe.layout import MAX_LAYER, STAGE_FAMILY, expected_files, files_for_target, first_model_file, layer_gaps
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "completeness"
 SAVED = ("tag_missing", "tag_empty", "model_missing", "optim_missing", "layer_missing", "extra_shards", "incomplete_save")
-TARGET = ("stage_differs", "world_size_differs")
+TARGET = ("stage_differs", "world_size_differs", "mp_differs", "pipeline_differs")
 SIGNALS = SAVED + TARGET
 
 
@@ -32,13 +42,14 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     context: list[str] = []
     signals: list[str] = []
     checked: list[str] = []
+    supports: list[str] = []  # what the checkpoint is, for the causes only a log names (verdict.SUPPORT)
 
     def result(complete: bool) -> ProbeResult:
         return outcome(NAME, signals=signals, checked=checked, complete=complete,
                        found="the checkpoint does not hold what this load needs",
                        clear="every shard the saved degrees require is present",
                        unknown="could not check every shard", evidence=evidence, context=context,
-                       command=command)
+                       command=command, sources=_sources(ctx), supports=supports)
 
     if listing is None:
         evidence.append("no checkpoint tag to check")
@@ -105,7 +116,26 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if not signals and expected is not None:
         context.insert(0, f"all {len(present)} shard(s) present for the saved degrees")
     _against_target(ctx, layout, evidence, context, signals, checked)
+    _against_parallel(ctx, layout, evidence, context, signals, checked)
+    supports += _what_it_is(ctx, layout)
     return result(complete)
+
+
+def _what_it_is(ctx: ProbeContext, layout) -> list[str]:
+    """Facts about the checkpoint that are no problem by themselves: model-parallel or pipeline,
+    saved at stage 0, not a universal checkpoint, no universal_checkpoint_info in its model states."""
+    facts = []
+    if (layout.mp or 1) > 1 or layout.names.layers:
+        facts.append("model_parallel_saved")
+    if layout.stage == 0:
+        facts.append("zero0_saved")
+    if not layout.names.universal:
+        facts.append("not_universal")
+    model = first_model_file(ctx.listing)
+    meta = ctx.meta(model.name) if model else None
+    if meta is not None and not meta.error and meta.top_keys and "universal_checkpoint_info" not in meta.top_keys:
+        facts.append("no_universal_info")
+    return facts
 
 
 def _save_died(ctx: ProbeContext) -> bool:
@@ -146,16 +176,61 @@ def _against_target(ctx: ProbeContext, layout, evidence: list[str], context: lis
         checked.append("world_size_differs")
         if saved_world == target.world_size:
             context.append(f"world size {target.describe('world_size')} as saved")
+        elif layout.names.universal:
+            context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: a universal "
+                           "checkpoint (zero/ folder) loads on any world size")
         elif (layout.stage or 0) == 0 and (layout.mp or 1) == 1:
             context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: "
                             "ZeRO-0 checkpoints load on any data-parallel size")
         else:
             signals.append("world_size_differs")
+            split = (f"ZeRO-{layout.stage} optimizer state is partitioned over dp {layout.dp}" if layout.stage
+                     else f"the model is split over {layout.mp} model-parallel ranks (mp_rank_* files)")
             evidence.append(
                 f"saved on {saved_world} rank(s) (dp {layout.dp} x mp {layout.mp or 1}), loading on "
-                f"{target.describe('world_size')}: ZeRO-{layout.stage} optimizer state is partitioned over "
-                f"dp {layout.dp}; resume on the same world size, convert with ds_to_universal, or load "
-                "without optimizer states")
+                f"{target.describe('world_size')}: {split}; resume on the same world size, convert with "
+                "ds_to_universal, or load without optimizer states")
+
+
+def _against_parallel(ctx: ProbeContext, layout, evidence: list[str], context: list[str], signals: list[str],
+                      checked: list[str]) -> None:
+    """The load's model-parallel size and pipeline against the saved mp_world_size and layer files."""
+    target = ctx.target
+    if target.mp is not None and layout.mp is not None:
+        checked.append("mp_differs")
+        if target.mp != layout.mp:
+            signals.append("mp_differs")
+            evidence.append(f"saved with model-parallel size {layout.mp} (mp_world_size; mp_rank_* files), loading "
+                            f"with mp {target.describe('mp')}: each model-parallel rank reads its own mp_rank_XX "
+                            "file; load with the saved tensor-parallel size (or reshape the checkpoint first)")
+        else:
+            context.append(f"model-parallel size {target.describe('mp')} as saved")
+    saved_pipe = bool(layout.names.layers)
+    if target.pipeline is False and saved_pipe:
+        checked.append("pipeline_differs")
+        signals.append("pipeline_differs")
+        evidence.append(f"a pipeline checkpoint ({len(layout.names.layers)} layer_*-model_states.pt files) loaded by "
+                        f"an engine that is no PipelineEngine ({target.sources.get('pipeline', '?')}): the weights "
+                        "are in the layer files, which only a PipelineEngine reads; load it with the PipelineModule "
+                        "it was saved from")
+    elif target.pipeline is False:
+        checked.append("pipeline_differs")
+        context.append(f"no pipeline engine, as saved ({target.sources.get('pipeline', '?')})")
+    elif target.pipeline and saved_pipe and target.pp is not None and layout.pp is not None:
+        checked.append("pipeline_differs")
+        if target.pp != layout.pp:
+            signals.append("pipeline_differs")
+            evidence.append(f"saved with {layout.pp} pipeline stages, loading with {target.describe('pp')}: the "
+                            "stages' optimizer state and layer partitioning do not carry over")
+        else:
+            context.append(f"{layout.pp} pipeline stages as saved")
+
+
+def _sources(ctx: ProbeContext) -> dict[str, str]:
+    """Where each of the load's settings this probe compares came from."""
+    target = ctx.target
+    return {name: target.sources[name] for name in ("stage", "world_size", "mp", "pipeline", "pp")
+            if getattr(target, name) is not None and name in target.sources}
 
 
 def _model_files(ctx: ProbeContext) -> str:

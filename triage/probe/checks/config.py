@@ -7,7 +7,9 @@ evidence (they load, but change the training): offload, batch sizes, gradient ac
 
 Confirmed: stage_differs (ZeRO stage family 0 / 1-2 / 3 changed), precision_differs (bf16 or
 fp16 switched: the optimizer shards are named and shaped differently), tp_differs / pp_differs
-(a tensor- or pipeline-parallel degree in the config differs from the saved one).
+(a tensor- or pipeline-parallel degree in the config differs from the saved one), universal_differs
+(a universal checkpoint, ds_to_universal's `zero/` folder, loaded without checkpoint.load_universal,
+or load_universal set for a tag that was never converted).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from triage.probe.layout import STAGE_FAMILY
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "config"
-SIGNALS = ("stage_differs", "precision_differs", "tp_differs", "pp_differs")
+SIGNALS = ("stage_differs", "precision_differs", "tp_differs", "pp_differs", "universal_differs")
 
 # (label, dotted path, default, signal or None, how to compare: "family" | "bool" | "value")
 FIELDS = (
@@ -59,6 +61,8 @@ def _same(kind: str, saved, mine) -> bool:
 def probe(ctx: ProbeContext) -> ProbeResult:
     target = ctx.target
     if target.config is None:
+        if target.precision is not None:
+            return _precision_only(ctx)
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown="no --config given to compare with", evidence=[], command="")
     layout = ctx.layout()
@@ -86,6 +90,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         else:
             context.append(f"{label} ({dotted}): saved {before!r}, your config {after!r} (loads; changes training)")
     _degrees(layout, target.config, signals, evidence)
+    _universal(ctx, layout, target.config, signals, evidence)
     if not signals:
         context.insert(0, "stage, precision and parallel degrees match the saved ds_config")
     shard = _shard(ctx)
@@ -97,7 +102,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     else:  # the config DeepSpeed printed in the log: show the saved one beside it
         command = f"python -m triage.probe.safe_pickle --config {shard}"
         context.append(f"your config: the ds_config DeepSpeed printed in {target.sources.get('config', 'the log')}")
-    checked = ["stage_differs", "precision_differs"]
+    checked = ["stage_differs", "precision_differs", "universal_differs"]
     if isinstance(lookup(target.config, "tensor_parallel.autotp_size", None), int):
         checked.append("tp_differs")
     if isinstance(lookup(target.config, "pipeline.stages", None), int):
@@ -106,7 +111,39 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    found="your ds_config differs from the saved one in a way that breaks loading",
                    clear="your ds_config is compatible with the saved one", unknown="",
                    evidence=evidence, context=context, command=command,
-                   facts={"saved_config": json.loads(json.dumps(saved, default=str))})
+                   facts={"saved_config": json.loads(json.dumps(saved, default=str))},
+                   sources={"config": target.config_path and "--config" or target.sources.get("config", "?")})
+
+
+def _precision_only(ctx: ProbeContext) -> ProbeResult:
+    """No ds_config of the load, but its precision (the engine configuration DeepSpeed printed)."""
+    target = ctx.target
+    layout = ctx.layout()
+    saved = saved_precision(layout)
+    sources = {"precision": target.sources.get("precision", "?")}
+    if saved is None:
+        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
+                       unknown="the checkpoint's saved precision could not be read", sources=sources,
+                       evidence=[f"the load runs {target.describe('precision')}"], command="")
+    differs = saved != target.precision
+    line = f"precision: saved {saved}, the load {target.describe('precision')}"
+    return outcome(NAME, signals=["precision_differs"] if differs else [], checked=["precision_differs"],
+                   complete=False, found="the load's precision differs from the saved one",
+                   clear="", unknown="no ds_config of the load to compare beyond its precision",
+                   evidence=[line + ": the optimizer shards are named and shaped per precision"] if differs else [],
+                   context=[] if differs else [line], command=_shard(ctx) and
+                   f"python -m triage.probe.safe_pickle --config {_shard(ctx)}" or "", sources=sources)
+
+
+def saved_precision(layout) -> str | None:
+    """fp32, bf16 or fp16 as the checkpoint was saved: its ds_config, else the bf16_ file names."""
+    from triage.probe.target import config_precision
+
+    if layout is None:
+        return None
+    if layout.ds_config is not None:
+        return config_precision(layout.ds_config)
+    return "bf16" if layout.bf16 else None
 
 
 def _degrees(layout, config: dict, signals: list[str], evidence: list[str]) -> None:
@@ -114,6 +151,21 @@ def _degrees(layout, config: dict, signals: list[str], evidence: list[str]) -> N
     if isinstance(tp, int) and layout.tp is not None and tp != layout.tp and "tp_differs" not in signals:
         signals.append("tp_differs")
         evidence.append(f"tensor parallel: saved tp_degree {layout.tp}, your config autotp_size {tp}")
+
+
+def _universal(ctx: ProbeContext, layout, config: dict, signals: list[str], evidence: list[str]) -> None:
+    """A universal tag needs checkpoint.load_universal; a regular one must not have it."""
+    wants = bool(lookup(config, "checkpoint.load_universal", False))
+    if layout.names.universal and not wants and not ctx.listing.of("optim", "zero3_model"):
+        signals.append("universal_differs")
+        evidence.append(f"{ctx.ckpt.tag} is a universal checkpoint (ds_to_universal's zero/ folder, no ZeRO shards) "
+                        "and your config does not set checkpoint.load_universal: DeepSpeed looks for "
+                        "zero_pp_rank_*_optim_states.pt in it (FileNotFoundError), or with load_optimizer_states=False "
+                        "restores the weights alone. Set \"checkpoint\": {\"load_universal\": true}")
+    elif wants and not layout.names.universal:
+        signals.append("universal_differs")
+        evidence.append(f"your config sets checkpoint.load_universal but {ctx.ckpt.tag} is a regular checkpoint (no "
+                        "zero/ folder): convert it with ds_to_universal first, or drop load_universal")
 
 
 def _shard(ctx: ProbeContext) -> str | None:

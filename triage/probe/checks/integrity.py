@@ -1,7 +1,8 @@
 """integrity: is every shard of the tag a whole torch.save archive whose pickle is harmless?
 
 Per shard: the zip structure (zipcheck: empty, zeroed, garbage, Git LFS pointer, truncated, a
-broken record; with --deep the CRC of every record), then its pickle walked by the restricted
+broken record; with --deep the CRC of every record, read by deep_scan's one pass over the tag), then
+its pickle walked by the restricted
 reader (safe_pickle): unreadable (bad_pickle), naming a global outside the allow-list
 (suspicious_pickle: never executed), or referring to a storage record the archive does not hold
 or holds short (storage_missing).
@@ -49,8 +50,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             shown.set_postfix_str(f"shard {number}/{len(shards)}", refresh=False)
             path = os.path.join(listing.path, shard.name)
             before = shown.n
-            z = zipcheck.check(path, deep=ctx.deep, on_read=shown.update)
-            shown.update(max(0, z.size - (shown.n - before)))  # headers and directory: the file's every byte
+            z = zipcheck.check(path)
+            if ctx.deep and z.ok:  # the CRC-32s come from deep_scan's one pass over the tag (its first call reads it all)
+                _deep_crc(ctx, shard.name, z)
+            shown.update(max(0, z.size - (shown.n - before)))
             _check_shard(ctx, shard.name, z, found)
     if not found.signals:
         found.context.append(f"{found.files} of {len(shards)} shard(s) checked: zip structure whole"
@@ -102,6 +105,17 @@ def _check_shard(ctx: ProbeContext, name: str, z: zipcheck.ZipCheck, found: _Fou
     short = _storage_problems(meta, z.records)
     if short:
         found.damaged("storage_missing", path, f"{name}: {short}")
+
+
+def _deep_crc(ctx: ProbeContext, name: str, z: zipcheck.ZipCheck) -> None:
+    """--deep: the CRC-32 of every record, from the one pass that also serves the consistency probe."""
+    from triage.probe import deep_scan
+
+    scan = deep_scan.scan(ctx)
+    if scan.crc.get(name):
+        z.problem, z.detail = "crc_mismatch", scan.crc[name]
+    elif name in scan.unreadable:
+        z.unreadable = scan.unreadable[name]
 
 
 def _storage_problems(meta, records: dict[str, int]) -> str | None:

@@ -102,7 +102,9 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         return found
     shard, meta, saved, source = found
     if model is None:
-        return check_claims(ctx, claims, shard.name, saved, source, meta.module_keys)
+        result = check_claims(ctx, claims, shard.name, saved, source, meta.module_keys)
+        result.sources = {"model": f"torch's load error in the log, line {claims.line}"}
+        return result
     expected = dict(model.shapes)
     module_only = set(meta.module_shapes or {}) - set(meta.param_shapes or {}) - set(meta.frozen_param_shapes or {})
     a_saved, a_expected, removed, origin = align(saved, expected)
@@ -145,7 +147,8 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    clear="the checkpoint's parameter names and shapes match your model",
                    unknown="", evidence=evidence, context=context, command=command,
                    facts={"missing": missing, "unexpected": unexpected, "shapes_differ": differ,
-                          "prefixes": [{"prefix": p, "side": s} for p, _, s in removed]})
+                          "prefixes": [{"prefix": p, "side": s} for p, _, s in removed]},
+                   sources={"model": "--model"})
 
 
 def _example(names, prefix: str) -> str:

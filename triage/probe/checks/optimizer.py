@@ -142,7 +142,8 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if want_type is not None:
         _compare_type(found, want_type, type_source, have_type, type_how)
     if want_groups is not None:
-        _compare_groups(found, want_groups, have_groups, groups_how)
+        _compare_groups(found, want_groups, have_groups, groups_how,
+                        ctx.target.sources.get("param_groups", "--param-groups"))
     sample = ctx.q(ctx.ckpt.tag, shards[0].name) if shards else ""
     command = f"python -m triage.probe.safe_pickle --optimizer {sample}" if sample else ""
     return outcome(NAME, signals=found.signals, checked=found.checked, complete=found.complete,
@@ -150,7 +151,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    clear="the saved optimizer matches the one the load builds",
                    unknown="the checkpoint does not say enough about its optimizer",
                    evidence=found.evidence, context=found.context, command=command,
-                   facts={"saved_type": have_type, "saved_param_groups": have_groups})
+                   facts={"saved_type": have_type, "saved_param_groups": have_groups},
+                   sources={k: v for k, v in (("optimizer", type_source if want_type else ""),
+                                              ("param_groups", ctx.target.sources.get("param_groups", "--param-groups")
+                                               if want_groups else "")) if v})
 
 
 def _compare_type(found: Findings, want: str, want_how: str, have: str | None, have_how: str) -> None:
@@ -170,9 +174,9 @@ def _compare_type(found: Findings, want: str, want_how: str, have: str | None, h
     found.compared("type_differs", not same, line + why)
 
 
-def _compare_groups(found: Findings, want: int, have: int | None, have_how: str) -> None:
+def _compare_groups(found: Findings, want: int, have: int | None, have_how: str, want_how: str) -> None:
     if have is None:
         return found.unknown("the checkpoint does not say how many param groups it saved")
-    line = f"param groups: saved {have} ({have_how}), the load builds {want} (--param-groups)"
+    line = f"param groups: saved {have} ({have_how}), the load builds {want} ({want_how})"
     why = ": 'loaded state dict has a different number of parameter groups'" if have != want else ""
     found.compared("groups_differ", have != want, line + why)

@@ -1,12 +1,19 @@
 """version: the DeepSpeed release that saved the checkpoint vs the one installed here.
 
 Saved: `ds_version` of the model-states files and of every optimizer shard (safe_pickle).
-Installed: deepspeed and torch from importlib.metadata (nothing is imported). KNOWN_BREAKS says
-what is known to fail between them; a newer or older release with no known break is evidence,
-not a finding.
+The load's release: the one the failing job's log names (`DeepSpeed info: version=`), else the
+deepspeed installed here (importlib.metadata; nothing is imported). KNOWN_BREAKS says what is
+known to fail between them.
 
 Confirmed: ds_version_missing (an optimizer shard of ZeRO-1/2 or the bf16 optimizer has no
 ds_version: DeepSpeed asserts "Empty ds_version in checkpoint") or known_break.
+
+Saved by a newer release than the load's is a fact (`supports: saved_newer`, naming both
+releases), not a finding: DeepSpeed checks ds_version only in ZeRO-1 optimizer shards (>= 0.3.17),
+and the corpus holds checkpoints rewritten to say 0.99.0 that 0.19.8 loads without a word
+(zero2-dp1-optim-ds-version-newer, zero2-dp1-model-states-ds-version-newer). So it never makes
+`probe` or `verify` fail; it confirms a cause only when the log's own error is a version skew
+(a version_incompatible hypothesis: verdict.SUPPORT), where it is the likely reason.
 """
 
 from __future__ import annotations
@@ -48,6 +55,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     ds_installed, torch_installed = installed("deepspeed"), installed("torch")
     evidence: list[str] = []
     context = [f"installed: deepspeed {ds_installed or 'not installed'}, torch {torch_installed or 'not installed'}"]
+    sources = {}
+    if ctx.target.ds_version:  # the release the failing job ran beats the one installed here
+        ds_installed, sources = ctx.target.ds_version, {"ds_version": ctx.target.sources.get("ds_version", "?")}
+        context.append(f"the load ran deepspeed {ds_installed} ({sources['ds_version']})")
     if listing is None or not listing.exists or listing.error:
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown="no shard could be read for its ds_version", evidence=evidence, context=context,
@@ -63,8 +74,11 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         version = meta.ds_version
         if shard.kind == "optim":
             stage = meta.zero_stage
-            checked_version = meta.optim_ds_version if (stage in (1, 2) or shard.bf16) else version
-            if (not isinstance(checked_version, str) or not checked_version) and (stage in (1, 2) or shard.bf16):
+            # ZeRO-1/2 and the bf16 optimizer (stages 0-2) assert a ds_version in their state; ZeRO-3,
+            # bf16 or not, keeps none there and checks none
+            checks_it = stage in (1, 2) or (shard.bf16 and stage != 3)
+            checked_version = meta.optim_ds_version if checks_it else version
+            if (not isinstance(checked_version, str) or not checked_version) and checks_it:
                 signals.append("ds_version_missing")
                 evidence.append(f"{shard.name}: no ds_version in the optimizer state (ZeRO-{stage}); DeepSpeed "
                                 "asserts 'Empty ds_version in checkpoint, not clear how to proceed'")
@@ -84,11 +98,16 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                         + (f" ({', '.join(names[:3])})" if len(saved) > 1 else ""))
     if len(saved) > 1:
         context.append("the shards name different DeepSpeed releases: files from different saves?")
-    newest = max((parse(v) for v in saved if parse(v)), default=None)
+    newest = max((v for v in saved if parse(v)), key=parse, default=None)
     mine = parse(ds_installed)
-    if newest and mine and newest > mine:
-        context.append(f"the checkpoint was saved by a newer DeepSpeed than the installed {ds_installed}; "
-                        "no break between them is known to ds-triage")
+    supports, clear = [], "no known incompatibility between the saved and installed DeepSpeed"
+    if newest and mine and parse(newest) > mine:
+        supports.append("saved_newer")
+        loader = f"the load's {ds_installed} ({sources['ds_version']})" if sources else f"the installed {ds_installed}"
+        context.insert(0, f"saved by deepspeed {newest}, newer than {loader}: no break between them is known to "
+                          "ds-triage (DeepSpeed checks ds_version only in ZeRO-1 optimizer shards); the likely cause "
+                          "only if the load's error is a version skew")
+        clear = f"no known incompatibility; saved by a newer DeepSpeed ({newest}) than {loader}"
     if unread:
         context.append(f"{unread} shard(s) unreadable (see integrity), not counted")
     sample = ctx.q(ctx.ckpt.tag, (listing.of("optim") or listing.of("model", "zero3_model"))[0].name) \
@@ -97,5 +116,5 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         "pip show deepspeed torch | grep -E '^(Name|Version)'"
     return outcome(NAME, signals=signals, checked=list(SIGNALS), complete=True,
                    found="the installed DeepSpeed cannot load this checkpoint's version",
-                   clear="no known incompatibility between the saved and installed DeepSpeed",
-                   unknown="", evidence=evidence, context=context, command=command)
+                   clear=clear, unknown="", evidence=evidence, context=context, command=command, sources=sources,
+                   supports=supports, facts={"saved": sorted(saved), "load": ds_installed})

@@ -1,0 +1,279 @@
+"""`ds-triage eval --with-checkpoints`: the gate on a log plus its checkpoint (issue 19).
+
+A small real subset of the corpus is made again, here and now, by the corpus generator
+(corpus/generate.py, a checkout with torch and DeepSpeed): each scenario's baseline trained and
+saved by real DeepSpeed (once per layout, reused from `baselines`), copied, its fault injected,
+its load run under torchrun on CPU and its log recorded. Then `ds-triage triage --log LOG --ckpt
+CKPT --json` runs on each, as on-call would run it (cases loaded as another user with --as-user
+for that user, when run as root). Scored:
+
+* right: the verdict's answer (`verdict.category`, confirmed or likely) is the scenario's category;
+* confirmed: it is, and `verdict.status` is `confirmed`;
+* healthy flagged: a scenario that loads fine whose triage has a finding or a confirmed verdict.
+
+SUBSET is the data: one entry per corpus scenario id (corpus/scenarios.py), whose category (or
+kind `clean`: healthy) is the expectation. A new case is a line; the silent faults that `--deep`
+finds are entries with deep=True. The full kept corpus stays a benchmark
+(benchmarks/eval_triage.py), as does everything here that is slower than the gate needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from triage.errors import BadInput
+from triage.eval.evaluate import Gate
+
+RIGHT_MIN = 0.98  # issue 19: the answer right for >= 98% of failing loads
+CONFIRMED_MIN = 0.90  # ... and confirmed for >= 90%
+HEALTHY = None  # the expectation of a scenario that loads fine
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str  # a corpus scenario id (corpus/scenarios.py)
+    deep: bool = False  # triage --deep: the silent faults that only reading every byte finds
+
+
+# Every category the corpus has with checkpoints, the parallel and precision facts the probes
+# read from the log (stage 0 -> 2, mp size, pipeline engine, launch command), and healthy ones
+# (plain and tensor-parallel resumes, one saved by a "newer" DeepSpeed, which loads fine).
+SUBSET = (
+    Entry("zero2-dp2-optim-shard-deleted"),  # missing_file
+    Entry("zero2-dp2-model-states-deleted"),  # missing_file, the same log text as a stage change
+    Entry("zero3-dp2-latest-deleted"),  # missing_file, silent: load_checkpoint returns (None, None)
+    Entry("zero2-dp1-load-parent-dir"),  # missing_file, silent: the load dir one level up
+    Entry("killed-save-zero2-load-explicit-tag"),  # partial_checkpoint
+    Entry("zero2-dp1-tag-dir-unreadable"),  # permission_denied (loaded as uid 65534)
+    Entry("zero2-dp2-optim-shard-truncated"),  # corrupt_file
+    Entry("torch-load-zero2-optim-shard"),  # unsafe_load_blocked
+    Entry("zero1-dp1-optim-ds-version-removed"),  # version_incompatible
+    Entry("zero3-saved-stage2-load-dp2"),  # zero_stage_mismatch
+    Entry("zero0-saved-stage2-load-dp1"),  # zero_stage_mismatch: a stage-0 checkpoint, stage 2 load
+    Entry("zero2-dp2-saved-load-dp1"),  # parallelism_mismatch: dp
+    Entry("tp2-saved-load-dp2"),  # parallelism_mismatch: mp_world_size (the world size is the same)
+    Entry("pp2-saved-load-no-pipeline"),  # parallelism_mismatch: layer files, no PipelineEngine
+    Entry("job-zero2-dp2-saved-load-dp1-default-log-level"),  # parallelism_mismatch: the launch command
+    Entry("zero2-dp2-fp32-saved-bf16-load"),  # config_mismatch: precision
+    Entry("zero2-dp1-model-hidden-changed"),  # model_mismatch
+    Entry("zero2-dp1-adamw-saved-sgd-load"),  # optimizer_mismatch
+    Entry("zero2-dp2-load-sigkill"),  # out_of_memory
+    Entry("ds_to_universal-zero2-dp2-without-inject-missing-state"),  # known_bug
+    Entry("resume-z2-dp2-fp32"),  # healthy
+    Entry("resume-z3-dp2-fp32"),  # healthy
+    Entry("resume-tp2-z1-fp32"),  # healthy: tp 2 on dp 1 x mp 2, DeepSpeed prints world_size 1 (its dp size)
+    Entry("zero2-dp1-optim-ds-version-newer"),  # healthy: saved "by 0.99.0", loads without a word
+)
+
+
+@dataclass
+class Outcome:
+    id: str
+    expected: str | None  # the category; None: healthy
+    status: str = "error"  # verdict.status, or "error" when triage gave no report
+    category: str = "unknown"
+    rule_id: str | None = None
+    findings: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    seconds: float = 0.0  # making the scenario (its load) and triaging it
+    error: str = ""
+
+    @property
+    def right(self) -> bool:
+        return self.expected is not None and self.category == self.expected
+
+    @property
+    def confirmed(self) -> bool:
+        return self.right and self.status == "confirmed"
+
+    @property
+    def flagged(self) -> bool:
+        return self.expected is None and (bool(self.findings) or self.status in ("confirmed", "error"))
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "expected": self.expected, "status": self.status, "category": self.category,
+                "rule_id": self.rule_id, "findings": list(self.findings), "right": self.right,
+                "confirmed": self.confirmed, "flagged": self.flagged, "seconds": round(self.seconds, 1),
+                "error": self.error}
+
+
+@dataclass
+class CheckpointEval:
+    outcomes: list[Outcome]
+    seconds: float
+
+    @property
+    def failing(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.expected is not None]
+
+    @property
+    def healthy(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.expected is None]
+
+    def counts(self) -> tuple[int, int, int, int, int]:
+        failing, healthy = self.failing, self.healthy
+        return (len(failing), sum(o.right for o in failing), sum(o.confirmed for o in failing),
+                len(healthy), sum(o.flagged for o in healthy))
+
+    @property
+    def gates(self) -> list[Gate]:
+        n, right, confirmed, h, flagged = self.counts()
+        if not n:
+            return [Gate("checkpoints_right", False, "no failing scenario with a checkpoint to measure")]
+        return [
+            Gate("checkpoints_right", right / n >= RIGHT_MIN,
+                 f"answer right {right}/{n} {'>=' if right / n >= RIGHT_MIN else '<'} {RIGHT_MIN}"),
+            Gate("checkpoints_confirmed", confirmed / n >= CONFIRMED_MIN,
+                 f"confirmed {confirmed}/{n} {'>=' if confirmed / n >= CONFIRMED_MIN else '<'} {CONFIRMED_MIN}"),
+            Gate("healthy_not_flagged", flagged == 0, f"{flagged} of {h} healthy checkpoints flagged"),
+        ]
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in self.gates)
+
+    def to_json(self) -> dict:
+        n, right, confirmed, h, flagged = self.counts()
+        return {
+            "scenarios": len(self.outcomes), "failing": n, "right": right, "confirmed": confirmed,
+            "right_rate": round(right / n, 4) if n else None, "confirmed_rate": round(confirmed / n, 4) if n else None,
+            "healthy": h, "healthy_flagged": flagged, "seconds": round(self.seconds, 1),
+            "gates": {"passed": self.passed, "right_min": RIGHT_MIN, "confirmed_min": CONFIRMED_MIN,
+                      "checks": [g.to_json() for g in self.gates]},
+            "outcomes": [o.to_json() for o in self.outcomes],
+        }
+
+
+def render(result: CheckpointEval) -> list[str]:
+    n, right, confirmed, h, flagged = result.counts()
+    out = [f"with checkpoints: {len(result.outcomes)} scenarios made again and triaged (log + checkpoint) "
+           f"in {result.seconds:.0f} s"]
+    for o in result.outcomes:
+        if o.expected is None:
+            mark = "FLAGGED" if o.flagged else "healthy"
+            what = f"{o.status} {o.category}" + (f", findings {', '.join(o.findings)}" if o.findings else "")
+        else:
+            mark = "confirmed" if o.confirmed else "right" if o.right else "WRONG"
+            what = f"{o.status} {o.category} {o.rule_id or ''}".rstrip() + f" (expected {o.expected})"
+        out.append(f"  {mark:9s} {o.id}: {what}" + (f"; {o.error}" if o.error else ""))
+    pct = (lambda a, b: f"{a / b:.1%}" if b else "-")
+    out.append(f"  answer right {right}/{n} ({pct(right, n)}), confirmed {confirmed}/{n} ({pct(confirmed, n)}), "
+               f"healthy flagged {flagged}/{h}")
+    return out
+
+
+# ---------------------------------------------------------------- making the subset and triaging it
+
+def checkpoint_of(case: dict, ckpts: Path, loaded: bool = False) -> Path | None:
+    """The checkpoint a corpus case's command loaded (converters name theirs), else its kept dir;
+    loaded: the dir its load was given (`--load-dir`, a Trainer's checkpoint-N), first."""
+    command = case.get("command", "")
+    m = re.search(r"--input_folder\s+(\S+)|zero_to_fp32\.py\s+(\S+)", command)
+    named = next((g for g in (m.groups() if m else ()) if g), None)
+    load_dir = re.search(r"--load-dir\s+(\S+)", command) if loaded else None
+    for path in (Path(named) if named else None, Path(load_dir.group(1)) if load_dir else None, ckpts / case["id"]):
+        if path is not None and path.exists():
+            return path
+    return None
+
+
+def as_user(case: dict) -> list[str]:
+    """The user a corpus case's load ran as (setpriv --reuid), as an on-call root passes it."""
+    m = re.match(r"setpriv --reuid=(\d+)(?: --regid=(\d+))?", case.get("command", ""))
+    if not m or os.geteuid() != 0:
+        return []
+    return ["--as-user", m.group(1) + (f":{m.group(2)}" if m.group(2) else "")]
+
+
+def _generator():
+    """corpus/generate.py from the checkout this package runs from (it is not in the wheel)."""
+    from triage.kb.index import REPO_ROOT
+
+    if not (Path(REPO_ROOT) / "corpus" / "generate.py").is_file():
+        raise BadInput("--with-checkpoints makes its scenarios with corpus/generate.py: run it from a checkout")
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    try:
+        from corpus import generate, runner
+        from corpus.scenarios import SCENARIOS
+    except ImportError as exc:  # torch, deepspeed or yaml missing
+        raise BadInput(f"--with-checkpoints needs torch and DeepSpeed (pip install '.[probe]'): {exc}") from None
+    return generate, runner, {s["id"]: s for s in SCENARIOS}
+
+
+def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None, log=None) -> CheckpointEval:
+    """Make each entry's scenario in `work` (a temporary dir by default, removed afterwards), with the
+    baselines trained once in `baselines` (default: inside work), and triage it."""
+    generate, runner, table = _generator()
+    unknown = [e.id for e in entries if e.id not in table]
+    if unknown:
+        raise BadInput(f"not corpus scenarios: {', '.join(unknown)}")
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    temporary = work is None
+    work = Path(tempfile.mkdtemp(prefix="ds-triage-eval-")) if temporary else Path(work)
+    started = time.monotonic()
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        work.chmod(0o755)  # the scenarios loaded as another user must reach their copies
+        base = Path(baselines) if baselines else work / "_base"
+        base.mkdir(parents=True, exist_ok=True)
+        runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
+        generate.warm_up_ops(work)
+        outcomes = [_one(entry, table[entry.id], generate, work, base, log) for entry in entries]
+    finally:
+        if temporary:
+            _remove(work)
+    return CheckpointEval(outcomes, time.monotonic() - started)
+
+
+def _one(entry: Entry, scenario: dict, generate, work: Path, base: Path, log) -> Outcome:
+    expected = HEALTHY if scenario["kind"] == "clean" else scenario["category"]
+    outcome = Outcome(entry.id, expected)
+    started = time.monotonic()
+    try:
+        case = generate.run_scenario(scenario, work, base, work / "out", True)
+    except (Exception, SystemExit) as exc:  # a setup step that failed: this scenario scores as an error
+        outcome.error = f"not made: {exc}"
+        log(f"{entry.id}: {outcome.error}")
+        return outcome
+    ckpt = checkpoint_of(case, work)
+    if ckpt is None:
+        outcome.error = "no checkpoint kept"
+    else:
+        _triage(outcome, work / "out" / case["log"], ckpt, as_user(case) + (["--deep"] if entry.deep else []))
+    outcome.seconds = time.monotonic() - started
+    log(f"{entry.id}: {outcome.status} {outcome.category} ({outcome.seconds:.0f} s)")
+    return outcome
+
+
+def _triage(outcome: Outcome, log_path: Path, ckpt: Path, options: list[str]) -> None:
+    from triage.kb.index import REPO_ROOT
+
+    command = [sys.executable, "-m", "triage", "triage", "--log", str(log_path), "--ckpt", str(ckpt), "--json",
+               *options]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+    outcome.exit_code = proc.returncode
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        outcome.error = f"triage exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:] or ''}"
+        return
+    verdict = data["verdict"]
+    outcome.status, outcome.category, outcome.rule_id = verdict["status"], verdict["category"], verdict["rule_id"]
+    outcome.findings = list(data.get("findings", []))
+
+
+def _remove(path: Path) -> None:
+    for dirpath, dirnames, _ in os.walk(path):  # the permission scenarios leave closed dirs behind
+        for name in dirnames:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+    shutil.rmtree(path, ignore_errors=True)
