@@ -82,11 +82,14 @@ def check(p, args):
     return args
 
 
-def select(only, pair=False):
+def select(only, pair=None):
+    """The scenarios to run: `only`'s globs, else all of them, or on a release pair (its name, or True
+    for any pair) the release matrix. A scenario with a `pair` key belongs to that pair alone."""
+    table = [s for s in SCENARIOS if not s.get("pair") or s["pair"] == pair]
     if not only:
-        return [s for s in SCENARIOS if s["id"] in releases.MATRIX] if pair else list(SCENARIOS)
+        return [s for s in table if s["id"] in releases.MATRIX or s.get("pair")] if pair else table
     globs = [g for o in only for g in o.split(",") if g]
-    return [s for s in SCENARIOS if any(fnmatch.fnmatchcase(s["id"], g) for g in globs)]
+    return [s for s in table if any(fnmatch.fnmatchcase(s["id"], g) for g in globs)]
 
 
 def build_base(name, base, rebuild):
@@ -264,7 +267,7 @@ def reindex(out, chosen):
             gone.append(e["id"])
             continue
         if not e and sc.get("captured") and (out / sc["captured"]["log"]).exists():
-            e = dict(id=sc["id"], log=sc["captured"]["log"], command=sc["captured"]["command"],
+            e = dict(id=entry_id(sc["id"]), log=sc["captured"]["log"], command=sc["captured"]["command"],
                      exit_code=sc["captured"]["exit_code"], deepspeed=versions()[0], torch=versions()[1])
         if not e:
             continue
@@ -293,7 +296,7 @@ def main():
     progress.configure(args.progress, args.quiet)
     if args.deepspeed:
         PAIR["name"] = releases.pair_name(args.deepspeed, args.torch)
-    chosen = [s for s in table() if s["id"] in {c["id"] for c in select(args.only, bool(PAIR["name"]))}]
+    chosen = [s for s in table() if s["id"] in {c["id"] for c in select(args.only, PAIR["name"])}]
     if args.list:
         for s in chosen:
             print(f"{s['id']:60s} {s['kind']:9s} {s.get('category') or ''}")

@@ -142,17 +142,51 @@ _WEIGHTS_ONLY = dict(
     kind="failure", category="unsafe_load_blocked", rule="DS-U001",
     note="DeepSpeed before 0.16 calls torch.load without weights_only, and torch 2.6 made weights_only=True "
          "the default: the healthy checkpoint's optimizer shard is refused (the version skew, not a fault)")
+_PARAM_GROUPS_BEFORE_0_19 = dict(
+    rule="DS-O002",
+    note="DeepSpeed before 0.19 has no parameter-alignment layout check in _load_legacy_checkpoint (DS-O003's "
+         "raise site, 0.19.8 only in triage/kb/site_history.json): the changed param groups reach torch's "
+         "Optimizer.load_state_dict, which refuses another number of groups")
+
+
+def _two_failures(fault: str) -> dict:
+    return dict(note=f"two real failures in one log: {fault}, rank 0's healthy shard is refused by torch 2.6's "
+                     "weights_only default; labelled with the injected fault")
+
+
+def _refused_before(step: str) -> dict:
+    return dict(_WEIGHTS_ONLY, note=(
+        "DeepSpeed 0.15.4 calls torch.load without weights_only: torch 2.6's default refuses the optimizer shard "
+        f"(LossScaler) before {step}, so the injected fault is never reached; labelled with what happened"))
+
+
 OBSERVED: dict[str, dict[str, dict]] = {
-    "ds0.14.5-torch2.5.1": {"torch-load-zero2-optim-shard": _TORCH_LOAD_BEFORE_2_6},
+    "ds0.14.5-torch2.5.1": {"torch-load-zero2-optim-shard": _TORCH_LOAD_BEFORE_2_6,
+                            "zero2-dp1-param-groups-changed": _PARAM_GROUPS_BEFORE_0_19},
+    "ds0.16.9-torch2.6.0": {"zero2-dp1-param-groups-changed": _PARAM_GROUPS_BEFORE_0_19},
     "ds0.15.4-torch2.6.0": {
         "resume-z2-dp2-fp32": _WEIGHTS_ONLY,
         "zero_to_fp32-z2-dp2-fp32": _WEIGHTS_ONLY,
         "zero_to_fp32-zero2-dp2-missing-shard": dict(_WEIGHTS_ONLY, note=(
             "zero_to_fp32 of DeepSpeed 0.15.4 is refused by torch 2.6's weights_only default on the first file "
             "it loads, before it counts the shards: the deleted shard is never reached")),
-        "zero2-dp2-optim-shard-deleted": dict(note=(
-            "two real failures in one log: rank 1's shard is missing (FileNotFoundError), rank 0's shard is "
-            "refused by torch 2.6's weights_only default; labelled with the injected fault")),
+        "zero2-dp2-optim-shard-deleted": _two_failures("rank 1's shard is missing (FileNotFoundError)"),
+        "zero3-dp2-optim-shard-deleted": _two_failures("rank 1's shard is missing (FileNotFoundError)"),
+        "zero2-dp2-optim-shard-truncated": _two_failures(
+            "rank 1's shard is truncated (PytorchStreamReader failed reading zip archive)"),
+        "zero2-dp2-optim-shard-random": _two_failures(
+            "rank 1's shard holds random bytes (the restricted unpickler: Unsupported operand 205)"),
+        "zero2-dp1-adamw-saved-sgd-load": _refused_before("the optimizer's state is handed to the SGD optimizer"),
+        "zero2-dp1-param-groups-changed": _refused_before("the optimizer's param groups are compared"),
+        "zero1-dp1-optim-ds-version-older": _refused_before("its saved ds_version is checked"),
+        "ds_to_universal-zero2-dp2-missing-shard": dict(_WEIGHTS_ONLY, note=(
+            "ds_to_universal of DeepSpeed 0.15.4 is refused by torch 2.6's weights_only default on the first "
+            "optimizer shard it loads (_get_zero_stage), before it merges the shards: the deleted shard is never "
+            "reached")),
+        "zero2-dp1-load-torch-force-weights-only": dict(_WEIGHTS_ONLY, note=(
+            "TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 changes nothing on this pair: torch 2.6's default already refuses "
+            "DeepSpeed 0.15.4's torch.load without weights_only (resume-z2-dp2-fp32 of this pair fails the same "
+            "without the variable), in 2.6's wording, and the log does not show the variable")),
     },
 }
 

@@ -52,7 +52,17 @@ def test_a_pair_runs_the_release_matrix_by_default_and_only_narrows_it():
     assert set(ids) == set(releases.MATRIX) and len(ids) == len(releases.MATRIX)
     assert [s["id"] for s in generate.select(["zero2-dp1-latest-*"], pair=True)] == \
         [s["id"] for s in generate.select(["zero2-dp1-latest-*"])]
-    assert len(generate.select(None)) == len(SCENARIOS)
+    assert len(generate.select(None)) == len([s for s in SCENARIOS if not s.get("pair")])
+
+
+def test_a_scenario_of_one_pair_runs_only_there():
+    bound = [s for s in SCENARIOS if s.get("pair")]
+    assert bound, "the 0.15.4 + torch 2.6 import failure is bound to its pair"
+    for s in bound:
+        assert s not in generate.select(None) and s not in generate.select([s["id"]])
+        assert s not in generate.select(None, pair=True)
+        assert s in generate.select(None, s["pair"]) and s in generate.select([s["id"]], s["pair"])
+        assert s not in generate.select([s["id"]], "ds0.0.1-torch0.0.1")
 
 
 def test_every_matrix_scenario_exists_and_needs_no_framework():
@@ -150,3 +160,20 @@ def test_reindex_refreshes_a_pair_case_from_the_table_and_drops_one_whose_log_is
     assert [e["id"] for e in written] == [f"zero2-dp1-latest-deleted@{pair}"]
     assert written[0]["kind"] == "silent" and written[0]["expected_category"] == "missing_file"
     assert "Unable to find latest file" in written[0]["what_happened"]
+
+
+def test_a_captured_case_of_a_pair_is_indexed_under_its_pair(tmp_path):
+    sc = next(s for s in SCENARIOS if s.get("pair") and s.get("captured"))
+    generate.PAIR["name"] = sc["pair"]
+    try:
+        log = tmp_path / sc["captured"]["log"]
+        log.parent.mkdir(parents=True)
+        log.write_text("RuntimeError: 0 active drivers ([]). There should only be one.\n")
+        generate.write_manifest(tmp_path, [])
+        generate.reindex(tmp_path, [sc])
+    finally:
+        generate.PAIR["name"] = None
+    written = yaml.safe_load((tmp_path / "manifest.yaml").read_text())
+    assert [e["id"] for e in written] == [f"{sc['id']}@{sc['pair']}"]
+    assert written[0]["log"] == sc["captured"]["log"] == f"releases/{sc['pair']}/cases/{sc['id']}.log"
+    assert written[0]["kind"] == "negative" and written[0]["exit_code"] == 1
