@@ -73,6 +73,9 @@ def parse(argv=None):
                    help="run in a cached venv of this DeepSpeed release (with --torch); default scenarios: "
                    "the release matrix (corpus/releases.py)")
     p.add_argument("--torch", type=releases.check_version, metavar="VERSION", help="the torch release of that venv")
+    p.add_argument("--missing", action="store_true",
+                   help="skip the chosen scenarios that already have a manifest entry and its log (finish a run "
+                   "that was cut short)")
     return check(p, p.parse_args(argv))
 
 
@@ -226,6 +229,14 @@ def log_rel(scenario_id, kind):
     return f"{releases.RELEASES_DIR}/{PAIR['name']}/{sub}" if PAIR["name"] else sub
 
 
+def generated(out, sc) -> bool:
+    """The scenario has a manifest entry (of this pair) whose log is on disk."""
+    path = out / "manifest.yaml"
+    entries = {e["id"]: e for e in (yaml.safe_load(path.read_text()) or [])} if path.exists() else {}
+    e = entries.get(entry_id(sc["id"]))
+    return bool(e) and (out / e["log"]).exists()
+
+
 def table():
     """The scenarios as run: on a release pair, with what that pair showed (releases.OBSERVED)."""
     return [releases.observed(PAIR["name"], s) for s in SCENARIOS] if PAIR["name"] else SCENARIOS
@@ -297,6 +308,10 @@ def main():
     if args.deepspeed:
         PAIR["name"] = releases.pair_name(args.deepspeed, args.torch)
     chosen = [s for s in table() if s["id"] in {c["id"] for c in select(args.only, PAIR["name"])}]
+    if args.missing:
+        chosen = [s for s in chosen if not generated(args.out, s)]
+        if not chosen and not args.list:
+            return say("every chosen scenario is generated already")
     if args.list:
         for s in chosen:
             print(f"{s['id']:60s} {s['kind']:9s} {s.get('category') or ''}")

@@ -177,3 +177,18 @@ def test_a_captured_case_of_a_pair_is_indexed_under_its_pair(tmp_path):
     assert [e["id"] for e in written] == [f"{sc['id']}@{sc['pair']}"]
     assert written[0]["log"] == sc["captured"]["log"] == f"releases/{sc['pair']}/cases/{sc['id']}.log"
     assert written[0]["kind"] == "negative" and written[0]["exit_code"] == 1
+
+
+def test_missing_skips_what_a_pair_has_generated_already(pair, tmp_path):
+    table = {s["id"]: s for s in SCENARIOS}
+    done, gone, other = (table[i] for i in ("zero2-dp1-latest-deleted", "zero2-dp2-optim-shard-deleted",
+                                            "zero2-dp1-model-renamed"))
+    log = tmp_path / generate.log_rel(done["id"], "silent")
+    log.parent.mkdir(parents=True)
+    log.write_text("x\n")
+    generate.write_manifest(tmp_path, [
+        {"id": generate.entry_id(done["id"]), "log": generate.log_rel(done["id"], "silent")},
+        {"id": generate.entry_id(gone["id"]), "log": generate.log_rel(gone["id"], "failure")},   # log not on disk
+        {"id": other["id"], "log": generate.log_rel(done["id"], "silent")}])                      # the main corpus's
+    assert [generate.generated(tmp_path, s) for s in (done, gone, other)] == [True, False, False]
+    assert generate.parse(["--deepspeed", "0.14.5", "--torch", "2.5.1", "--missing"]).missing
