@@ -3,19 +3,22 @@
 Trains tiny models with real DeepSpeed, saves baseline checkpoints once per layout (cached under
 <work>/_base), copies one per scenario, injects the fault, runs the real loading path and stores
 the full combined stdout+stderr untouched in <out>/cases|clean/<id>.log plus <out>/manifest.yaml.
+With --deepspeed V --torch V the runs use a cached venv of that release pair (corpus/releases.py)
+and go to <out>/releases/<pair>/cases|clean/<id>.log, as manifest entries `<id>@<pair>`.
 """
 import argparse
-import hashlib
 import fnmatch
+import hashlib
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import yaml
 
-from corpus import faults, layouts as L, logtools, runner
+from corpus import faults, layouts as L, logtools, releases, runner
 from corpus.scenarios import SCENARIOS
 from triage import progress
 
@@ -25,9 +28,14 @@ DEFAULT_WORK = Path("/tmp/ds-triage-corpus")
 # which changes the build flags, so two venvs (two checkouts' .venv included) sharing one cache
 # rebuild the op for each other, and a load killed mid-build (a --timeout test) leaves torch's
 # build lock behind, on which every later load in that cache waits forever.
-EXT_CACHE = Path.home() / ".cache" / "ds-triage-corpus" / (
-    f"torch_extensions-{runner.VENV.name}-{hashlib.sha1(str(runner.VENV.resolve()).encode()).hexdigest()[:8]}")
+def ext_cache():
+    return Path.home() / ".cache" / "ds-triage-corpus" / (
+        f"torch_extensions-{runner.VENV.name}-{hashlib.sha1(str(runner.VENV.resolve()).encode()).hexdigest()[:8]}")
+
+
+EXT_CACHE = ext_cache()
 QUIET = {"on": False}
+PAIR = {"name": None}   # the release pair being generated (--deepspeed/--torch), else None
 
 
 def say(line):
@@ -40,12 +48,19 @@ def say(line):
         print(line, file=sys.stderr, flush=True)
 
 
-def versions():
-    import importlib.metadata as md
-    return md.version("deepspeed"), str(__import__("torch").__version__)
+def versions(cache={}):
+    """(deepspeed, torch) releases the workers run: this process's, or those of another venv."""
+    if runner.VENV.resolve() == Path(sys.prefix).resolve() or not Path(runner.PY).exists():
+        import importlib.metadata as md
+        return md.version("deepspeed"), str(__import__("torch").__version__)
+    if runner.PY not in cache:
+        code = "import importlib.metadata as m, torch; print(m.version('deepspeed'), torch.__version__)"
+        cache[runner.PY] = tuple(subprocess.run([runner.PY, "-c", code], capture_output=True, text=True,
+                                                check=True, env=runner.base_env()).stdout.split()[-2:])
+    return cache[runner.PY]
 
 
-def parse():
+def parse(argv=None):
     p = argparse.ArgumentParser(prog="python -m corpus.generate", description=__doc__.splitlines()[0])
     p.add_argument("--only", action="append", help="fnmatch glob(s) over scenario ids (repeatable, or a,b)")
     p.add_argument("--keep", type=Path, help="keep faulted checkpoints under DIR/<id>/, baselines in DIR/_base/")
@@ -57,14 +72,30 @@ def parse():
     p.add_argument("--progress", action="store_true",
                    help="a meter of the scenarios done on stderr even when it is not a terminal (default: on a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="only errors and the last line on stderr")
-    return p.parse_args()
+    p.add_argument("--deepspeed", type=releases.check_version, metavar="VERSION",
+                   help="run in a cached venv of this DeepSpeed release (with --torch); default scenarios: "
+                   "the release matrix (corpus/releases.py)")
+    p.add_argument("--torch", type=releases.check_version, metavar="VERSION", help="the torch release of that venv")
+    p.add_argument("--missing", action="store_true",
+                   help="skip the chosen scenarios that already have a manifest entry and its log (finish a run "
+                   "that was cut short)")
+    return check(p, p.parse_args(argv))
 
 
-def select(only):
+def check(p, args):
+    if (args.deepspeed is None) != (args.torch is None):
+        p.error("--deepspeed and --torch go together: a venv is built per release pair")
+    return args
+
+
+def select(only, pair=None):
+    """The scenarios to run: `only`'s globs, else all of them, or on a release pair (its name, or True
+    for any pair) the release matrix. A scenario with a `pair` key belongs to that pair alone."""
+    table = [s for s in SCENARIOS if not s.get("pair") or s["pair"] == pair]
     if not only:
-        return list(SCENARIOS)
+        return [s for s in table if s["id"] in releases.MATRIX or s.get("pair")] if pair else table
     globs = [g for o in only for g in o.split(",") if g]
-    return [s for s in SCENARIOS if any(fnmatch.fnmatchcase(s["id"], g) for g in globs)]
+    return [s for s in table if any(fnmatch.fnmatchcase(s["id"], g) for g in globs)]
 
 
 def build_base(name, base, rebuild):
@@ -97,7 +128,7 @@ def warm_up_ops(work):
     recorded log contains a one-off compiler build."""
     code = ("from deepspeed.comm.torch import build_shm_op; build_shm_op()")
     t = time.time()
-    EXT_CACHE.mkdir(parents=True, exist_ok=True)
+    Path(runner.EXT_DIR["path"]).mkdir(parents=True, exist_ok=True)
     rc = runner.run([runner.PY, "-c", code], {}, work / "_torch_ext_build.log")
     say(f"  warm-up shm op build: exit {rc} in {time.time() - t:.0f}s")
 
@@ -105,9 +136,9 @@ def warm_up_ops(work):
 def run_scenario(sc, work, base, out, keep):
     lay = L.LAYOUTS[sc["layout"]] if sc.get("layout") else {}
     kind = sc["kind"]
-    log = out / ("clean" if kind == "clean" else "cases") / f"{sc['id']}.log"
+    log = out / log_rel(sc["id"], kind)
     log.parent.mkdir(parents=True, exist_ok=True)
-    stale = out / ("cases" if kind == "clean" else "clean") / log.name
+    stale = log.parent.parent / ("cases" if kind == "clean" else "clean") / log.name
     stale.unlink(missing_ok=True)
     if sc.get("run") == "base":
         meta = build_base(sc["layout"], base, False)
@@ -156,14 +187,14 @@ def run_scenario(sc, work, base, out, keep):
     say(f"{sc['id']}: exit {rc}{flag}")
     ds, tv = versions()
     entry = {
-        "id": sc["id"],
+        "id": entry_id(sc["id"]),
         "log": str(log.relative_to(out)),
         "kind": kind,
         "scenario": sc["scenario"],
         "layout": L.describe(lay) if lay else None,
         "fault": sc.get("fault", "none (healthy run)"),
         "expected_category": sc.get("category", "unknown" if kind == "negative" else None),
-        "expected_rule": expected_rule(sc["id"]),
+        "expected_rule": sc["rule"] if "rule" in sc else expected_rule(entry_id(sc["id"])),
         "what_happened": logtools.what_happened(text, rc, sc.get("what")),
         "command": command,
         "exit_code": rc,
@@ -185,18 +216,55 @@ def framework_versions(sc, lay):
 
 
 def expected_rule(case_id):
-    """The hand-checked rule of the case's true cause (corpus/expected_rules.yaml), or None."""
+    """The hand-checked rule of the case's true cause (corpus/expected_rules.yaml), or None; a
+    release pair's case `<id>@<pair>` has its own label, or else the scenario's."""
     labels = yaml.safe_load((Path(__file__).parent / "expected_rules.yaml").read_text()) or {}
-    return labels.get(case_id)
+    return labels.get(case_id, labels.get(case_id.split("@")[0]))
 
 
-def write_manifest(out, new_entries):
+def entry_id(scenario_id):
+    return f"{scenario_id}@{PAIR['name']}" if PAIR["name"] else scenario_id
+
+
+def log_rel(scenario_id, kind):
+    """The log's path under the corpus dir: cases|clean/<id>.log, or releases/<pair>/cases|clean/<id>.log."""
+    sub = f"{'clean' if kind == 'clean' else 'cases'}/{scenario_id}.log"
+    return f"{releases.RELEASES_DIR}/{PAIR['name']}/{sub}" if PAIR["name"] else sub
+
+
+def generated(out, sc) -> bool:
+    """The scenario has a manifest entry (of this pair) whose log is on disk."""
+    path = out / "manifest.yaml"
+    entries = {e["id"]: e for e in (yaml.safe_load(path.read_text()) or [])} if path.exists() else {}
+    e = entries.get(entry_id(sc["id"]))
+    return bool(e) and (out / e["log"]).exists()
+
+
+def table():
+    """The scenarios as run: on a release pair, with what that pair showed (releases.OBSERVED)."""
+    return [releases.observed(PAIR["name"], s) for s in SCENARIOS] if PAIR["name"] else SCENARIOS
+
+
+def write_manifest(out, new_entries, drop=()):
+    """Merge entries into the manifest under a lock: two generations (two release pairs) at once
+    each rewrite it after every scenario, and lost each other's entries without it."""
+    import fcntl
+    with open(out / ".manifest.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _write_manifest(out, new_entries, drop)
+
+
+def _write_manifest(out, new_entries, drop):
     path = out / "manifest.yaml"
     old = {e["id"]: e for e in (yaml.safe_load(path.read_text()) or [])} if path.exists() else {}
     old.update({e["id"]: e for e in new_entries})
+    for case_id in drop:
+        old.pop(case_id, None)
     keys = ["id", "log", "kind", "scenario", "layout", "fault", "expected_category", "expected_rule", "what_happened", "command",
             "exit_code", "deepspeed", "torch", "frameworks", "note"]
-    ordered = [{k: old[s["id"]][k] for k in keys if k in old[s["id"]]} for s in SCENARIOS if s["id"] in old]
+    pairs = sorted({i.split("@")[1] for i in old if "@" in i}, key=releases.pair_order)
+    ids = [s["id"] for s in SCENARIOS] + [f"{s['id']}@{p}" for p in pairs for s in SCENARIOS]
+    ordered = [{k: old[i][k] for k in keys if k in old[i]} for i in ids if i in old]
     header = ("# Generated by `python -m corpus.generate` from corpus/scenarios.py - do not edit by hand.\n"
               "# Every log is the untouched combined stdout+stderr of a real run on CPU.\n")
     path.write_text(header + yaml.safe_dump(ordered, sort_keys=False, width=120, allow_unicode=True))
@@ -206,51 +274,62 @@ def reindex(out, chosen):
     """Refresh table-derived fields and what_happened of existing entries; logs stay untouched."""
     path = out / "manifest.yaml"
     old = {e["id"]: e for e in yaml.safe_load(path.read_text())}
-    entries = []
+    entries, gone = [], []
     for sc in chosen:
-        e = old.get(sc["id"])
+        e = old.get(entry_id(sc["id"]))
+        if e and not (out / e["log"]).exists():   # a run that was stopped before it rewrote its log
+            gone.append(e["id"])
+            continue
         if not e and sc.get("captured") and (out / sc["captured"]["log"]).exists():
-            e = dict(id=sc["id"], log=sc["captured"]["log"], command=sc["captured"]["command"],
+            e = dict(id=entry_id(sc["id"]), log=sc["captured"]["log"], command=sc["captured"]["command"],
                      exit_code=sc["captured"]["exit_code"], deepspeed=versions()[0], torch=versions()[1])
         if not e:
             continue
         lay = L.LAYOUTS[sc["layout"]] if sc.get("layout") else None
         src = out / e["log"]
-        e["log"] = f"{'clean' if sc['kind'] == 'clean' else 'cases'}/{sc['id']}.log"
+        e["log"] = log_rel(sc["id"], sc["kind"])
         if out / e["log"] != src:
             src.rename(out / e["log"])
         e.update(kind=sc["kind"], scenario=sc["scenario"], layout=L.describe(lay) if lay else None,
                  fault=sc.get("fault", "none (healthy run)"),
                  expected_category=sc.get("category", "unknown" if sc["kind"] == "negative" else None),
-                 expected_rule=expected_rule(sc["id"]),
+                 expected_rule=sc["rule"] if "rule" in sc else expected_rule(entry_id(sc["id"])),
                  what_happened=logtools.what_happened((out / e["log"]).read_text(errors="replace"),
                                                       e["exit_code"], sc.get("what")))
         e.pop("note", None)
         if sc.get("note"):
             e["note"] = sc["note"]
         entries.append(e)
-    write_manifest(out, entries)
-    say(f"reindexed {len(entries)} entries")
+    write_manifest(out, entries, gone)
+    say(f"reindexed {len(entries)} entries" + (f"; dropped {len(gone)} whose log is gone" if gone else ""))
 
 
 def main():
     args = parse()
     QUIET["on"] = args.quiet
     progress.configure(args.progress, args.quiet)
-    chosen = select(args.only)
+    if args.deepspeed:
+        PAIR["name"] = releases.pair_name(args.deepspeed, args.torch)
+    chosen = [s for s in table() if s["id"] in {c["id"] for c in select(args.only, PAIR["name"])}]
+    if args.missing:
+        chosen = [s for s in chosen if not generated(args.out, s)]
+        if not chosen and not args.list:
+            return say("every chosen scenario is generated already")
     if args.list:
         for s in chosen:
             print(f"{s['id']:60s} {s['kind']:9s} {s.get('category') or ''}")
         return
     if not chosen:
         raise SystemExit(f"no scenario matches {args.only}")
+    if PAIR["name"]:
+        runner.use_venv(releases.ensure_venv(args.deepspeed, args.torch, say))
     if args.reindex:
         return reindex(args.out, chosen)
-    work = (args.keep or DEFAULT_WORK).resolve()
+    work = (args.keep or DEFAULT_WORK).resolve() / (PAIR["name"] or "")
     base = work / "_base"
     base.mkdir(parents=True, exist_ok=True)
     work.chmod(0o755)
-    runner.EXT_DIR["path"] = str(EXT_CACHE)
+    runner.EXT_DIR["path"] = str(ext_cache())
     warm_up_ops(work)
     if args.rebuild:
         for name in {s["layout"] for s in chosen if s.get("layout")}:

@@ -17,6 +17,17 @@ VENV_BIN = VENV / "bin"
 PY = str(VENV_BIN / "python")
 TORCHRUN = [PY, "-m", "torch.distributed.run"]
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def use_venv(venv):
+    """Run the workers with another venv's python (a release pair's, corpus/releases.py)."""
+    global VENV, VENV_BIN, PY, TORCHRUN
+    VENV = Path(venv)
+    VENV_BIN = VENV / "bin"
+    PY = str(VENV_BIN / "python")
+    TORCHRUN = [PY, "-m", "torch.distributed.run"]
+
+
 # A private torch JIT-extension cache (DeepSpeed builds its shm comm op on first use): sharing
 # ~/.cache/torch_extensions with other tools that use different build flags forces rebuilds.
 EXT_DIR = {"path": None}
@@ -83,16 +94,30 @@ def display(cmd, env_extra):
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run(cmd, env_extra, log_path, timeout=600):
+    """Run and capture; torchrun gets a free rendezvous port (PET_MASTER_PORT, so the command is
+    unchanged): another torchrun on the machine holding 29500 made runs fail with EADDRINUSE."""
     env = base_env()
     env.update(env_extra)
-    with open(log_path, "wb") as f:
-        try:
-            p = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, timeout=timeout)
-            return p.returncode
-        except subprocess.TimeoutExpired:
-            return "timeout"
+    for attempt in range(3):
+        env.setdefault("PET_MASTER_PORT", str(free_port()))
+        with open(log_path, "wb") as f:
+            try:
+                rc = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, timeout=timeout).returncode
+            except subprocess.TimeoutExpired:
+                return "timeout"
+        if rc == 0 or b"EADDRINUSE" not in Path(log_path).read_bytes() or "PET_MASTER_PORT" in env_extra:
+            return rc
+        env.pop("PET_MASTER_PORT")   # the port was taken between choosing and binding it: another one
+    return rc
 
 
 # ---- unprivileged-user support -------------------------------------------------------

@@ -192,6 +192,19 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
                                "--precision fp32 --load-dir /tmp/ds-triage-corpus/resume-z2-dp2-fp32"),
          note="intermittent, seen once in one full generation run; captured from the resume-z2-dp2-fp32 run of the full "
               "generation and kept as recorded (the generator does not re-run captured entries)")
+    case("negative-import-deepspeed-triton-no-driver", "negative", "unknown", None,
+         "DeepSpeed 0.15.4 on torch 2.6.0 (with the triton 3.2.0 that torch 2.6 installs), a CPU machine: "
+         "`import deepspeed`", "none injected: DeepSpeed < 0.16 imports its triton inference kernels at "
+         "`import deepspeed` whenever triton imports, and triton finds no GPU driver (RuntimeError: 0 active drivers)",
+         run="cmd", argv=["{py}", "-c", "import torch, deepspeed; print('torch', torch.__version__, 'deepspeed', deepspeed.__version__)"],
+         env={"DS_ACCELERATOR": "cpu"}, pair="ds0.15.4-torch2.6.0",
+         captured=dict(log="releases/ds0.15.4-torch2.6.0/cases/negative-import-deepspeed-triton-no-driver.log",
+                       exit_code=1,
+                       command="DS_ACCELERATOR=cpu python -c \"import torch, deepspeed; print('torch', torch.__version__, "
+                               "'deepspeed', deepspeed.__version__)\""),
+         note="not a checkpoint-loading failure: the import fails before any checkpoint IO. The output of the "
+              "pair venv's import check in its first build (releases.ensure_venv, before releases.REMOVE uninstalled "
+              "triton), kept as recorded; the venv as built now has no triton, so the generator cannot re-run it")
     case("negative-store-timeout", "negative", "unknown", None, "rank 0 of 2 started alone (no torchrun)",
          "MASTER_PORT/WORLD_SIZE set by hand, the second rank never starts; 10 s init timeout",
          run="cmd", argv=["{py}", "corpus/workers/negatives.py", "--mode", "store-timeout", "--init-timeout", "10"],

@@ -336,7 +336,9 @@ def test_corpus_same_log_groups_bound_the_accuracy(corpus_outcomes):
     data = evaluate(corpus_outcomes).to_json()
     same = data["same_log"]
     assert data["accuracy"]["top1"] <= same["top1_ceiling"] < data["accuracy"]["cases"]
-    # the measured reason issue 3's 95% gate is out of reach for any classifier of the log alone
-    assert same["top1_ceiling_rate"] < TOP1_GATE
+    # the measured reason issue 3's 95% gate is out of reach for any classifier of the log alone, on the
+    # 0.19.8 corpus it was measured on (the older release pairs' cases, `<id>@<pair>`, add more that differ)
+    main = evaluate([o for o in corpus_outcomes if "@" not in o.case.id]).to_json()["same_log"]
+    assert main["top1_ceiling_rate"] < TOP1_GATE
     pairs = [{case["id"] for case in group} for group in same["groups"]]
     assert {"zero3-saved-stage2-load-dp2", "zero2-dp2-model-states-deleted"} in pairs

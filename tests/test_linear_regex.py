@@ -161,6 +161,8 @@ INLINE_NOT_LOG_TEXT = {
     "triage/kb/validate.py": "jsonschema messages",
     "triage/stream/prefilter.py": "rule literals",
     "triage/eval/checkpoints.py": "a corpus scenario's command line (corpus/manifest.yaml)",
+    "triage/eval/releases.py": "a release pair's label (corpus/manifest.yaml's deepspeed and torch)",
+    "triage/kb/site_history.py": "a release version of the site index",
 }
 
 

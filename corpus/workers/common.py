@@ -135,8 +135,15 @@ def batch(engine, hidden, seed, bs=4):
 def set_ds_log_level():
     """Workers log DeepSpeed at INFO (as most user launch scripts / HF Trainer runs do);
     override with CORPUS_DS_LOG_LEVEL=warning."""
-    from deepspeed.utils.logging import set_log_level_from_string
-    set_log_level_from_string(os.environ.get("CORPUS_DS_LOG_LEVEL", "info"))
+    level = os.environ.get("CORPUS_DS_LOG_LEVEL", "info")
+    try:
+        from deepspeed.utils.logging import set_log_level_from_string
+    except ImportError:   # DeepSpeed < 0.17 (older release pairs): its logger already logs at INFO
+        import logging
+        from deepspeed.utils import logger
+        logger.setLevel(getattr(logging, level.upper()))
+        return
+    set_log_level_from_string(level)
 
 
 def log(msg):

@@ -2,7 +2,8 @@
 
 The manifest is a YAML list of cases: `id`, `log` (a path under the corpus dir),
 `kind` (failure, silent, negative, clean), `expected_category` (required for failure and
-silent cases) and the optional `expected_rule`. A case without `log` is skipped.
+silent cases), the optional `expected_rule`, and the optional `deepspeed` and `torch`
+releases the case ran (accuracy per release pair). A case without `log` is skipped.
 Problems with the corpus are `BadInput` (exit 3), one line each.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from triage import progress
 from triage.errors import BadInput
 from triage.eval.evaluate import KINDS, LABELLED, Case, Outcome, outcome_from_report
+from triage.eval.releases import release_of
 
 MANIFEST = "manifest.yaml"
 
@@ -60,7 +62,8 @@ def _case(entry, number: int, manifest: Path) -> Case | None:
     if entry["kind"] in LABELLED and not entry.get("expected_category"):
         raise BadInput(f"{where}: a {entry['kind']} case needs expected_category")
     return Case(str(entry["id"]), str(entry["log"]), entry["kind"],
-                entry.get("expected_category"), entry.get("expected_rule"), entry.get("url"))
+                entry.get("expected_category"), entry.get("expected_rule"), entry.get("url"),
+                release_of(entry.get("deepspeed"), entry.get("torch")))
 
 
 def read_case_log(corpus_dir: str | Path, case: Case):

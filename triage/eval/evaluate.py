@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from triage.eval.ambiguity import same_log_groups, unreachable
+from triage.eval.releases import ReleaseTally, by_release
 
 SCHEMA_VERSION = 1
 KINDS = ("failure", "silent", "negative", "clean")
@@ -28,6 +29,7 @@ class Case:
     expected_category: str | None = None
     expected_rule: str | None = None
     url: str | None = None  # the public thread a field-set case was written from
+    release: str | None = None  # the DeepSpeed / torch pair the case ran (triage.eval.releases.release_of)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class Evaluation:
     gates: list[Gate] = field(default_factory=list)
     top1_gate: float = TOP1_GATE
     top3_gate: float | None = None  # the field set's top-3 goal; None: not gated
+    by_release: dict[str, ReleaseTally] = field(default_factory=dict)
 
     @property
     def top1_ceiling(self) -> int:
@@ -170,6 +173,7 @@ class Evaluation:
             "accuracy": {
                 **self.overall.to_json(),
                 "by_category": {c: t.to_json() for c, t in sorted(self.by_category.items())},
+                "by_release": {r: t.to_json() for r, t in self.by_release.items()},
             },
             "confusion": {e: dict(sorted(row.items())) for e, row in sorted(self.confusion.items())},
             "negatives": {
@@ -249,7 +253,7 @@ def evaluate(outcomes: list[Outcome], top1_gate: float = TOP1_GATE, top3_gate: f
                if o.case.kind in LABELLED and o.fingerprint]
     result = Evaluation(counts, overall, by_category, confusion, misclassified, negatives, diagnosed,
                         clean, fired, rule_cases, rule_wrong, list(outcomes), same_log_groups(printed),
-                        top1_gate=top1_gate, top3_gate=top3_gate)
+                        top1_gate=top1_gate, top3_gate=top3_gate, by_release=by_release(outcomes, Tally))
     result.gates = gates(result, top1_gate, top3_gate)
     return result
 

@@ -234,12 +234,23 @@ def _scan_file(package: str, root: str, rel: str, regex: Optional[str], follow: 
     return out
 
 
-def load_path_sites(deepspeed_dir: Optional[str] = None, torch_dir: Optional[str] = None) -> list[Site]:
-    """Every distinct raise/assert on the checkpoint load path, in SCOPES order then line order."""
-    roots = {"deepspeed": deepspeed_dir or package_dir("deepspeed"), "torch": torch_dir or package_dir("torch")}
+def site_key(s: Site) -> tuple:
+    """What makes two sites the same (the line number is not part of it)."""
+    return (s.package, s.file, s.function, s.exception, s.message if s.message is not None else s.code)
+
+
+def load_path_sites(deepspeed_dir: Optional[str] = None, torch_dir: Optional[str] = None,
+                    packages: tuple[str, ...] = ("deepspeed", "torch")) -> list[Site]:
+    """Every distinct raise/assert on the checkpoint load path, in SCOPES order then line order
+    (of the given `packages` only: the site history reads one release of one package at a time)."""
+    roots = {"deepspeed": lambda: deepspeed_dir or package_dir("deepspeed"),
+             "torch": lambda: torch_dir or package_dir("torch")}
+    roots = {name: roots[name]() for name in packages}
     result: list[Site] = []
     seen: set = set()
     for package, glob, regex in SCOPES:
+        if package not in roots:
+            continue
         root = roots[package]
         pattern = glob.replace("/", os.sep)
         rels = []
@@ -252,7 +263,7 @@ def load_path_sites(deepspeed_dir: Optional[str] = None, torch_dir: Optional[str
         for rel in sorted(rels):
             for s in sorted(_scan_file(package, root, rel, regex, (package, glob) in FOLLOW_CALLS),
                             key=lambda s: s.line):
-                key = (s.package, s.file, s.function, s.exception, s.message if s.message is not None else s.code)
+                key = site_key(s)
                 if key not in seen:
                     seen.add(key)
                     result.append(s)

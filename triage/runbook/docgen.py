@@ -49,6 +49,14 @@ def load_sites():
     return sites, versions
 
 
+def older_sites(sites, rules) -> list[tuple[object, list[str], list[str]]]:
+    """(site, releases, covering rule ids) of the sites only older releases have (site_history.json)."""
+    from triage.kb import site_history
+    from triage.kb.coverage import rules_covering
+
+    return [(site, releases, rules_covering(site, rules)) for site, releases in site_history.older_only(sites)]
+
+
 def rule_sources(rules: RuleSet) -> dict[str, Path]:
     """Rule id -> its file. The validator makes every file name start with its rule's id."""
     out = {}
@@ -83,7 +91,7 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
         files[f"rules/{rule.id}.md"] = rule_page(rule, shown, link, example_error(rule, root))
     if sites is None:
         sites, versions = load_sites()
-    files["load-sites.md"] = load_sites_page(coverage(sites, ordered), versions or {})
+    files["load-sites.md"] = load_sites_page(coverage(sites, ordered), versions or {}, older_sites(sites, ordered))
     files["exit-codes.md"] = exit_codes_page()
     schemas = load_schemas(root / SCHEMAS)
     files.update(reference_pages(schemas, lambda name: link(SCHEMAS / name, out / "reference")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from triage.kb import site_history
 from triage.kb.coverage import per_file, site_source
 from triage.runbook.rule_docs import table_code as _table_code
 
@@ -17,8 +18,16 @@ def _message(site) -> str:
     return _table_code(text)
 
 
-def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str, str]) -> str:
-    """`covered` is triage.kb.coverage.coverage(sites, rules); `versions` the packages read."""
+def _releases(ranges) -> str:
+    return "-" if ranges is None else ", ".join(ranges) or "-"
+
+
+def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str, str],
+                    older: list[tuple[object, list[str], list[str]]] = (), history: dict | None = None) -> str:
+    """`covered` is triage.kb.coverage.coverage(sites, rules); `versions` the packages read; `older`
+    the (site, releases, rule ids) of sites only older releases have (triage.kb.site_history)."""
+    history = site_history.load() if history is None else history
+    scanned = site_history.scanned(history)
     files = per_file(covered)
     total = sum(f.sites for f in files)
     done = sum(f.covered for f in files)
@@ -33,6 +42,11 @@ def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str,
         "`references` names the site's file (`source`) and its function (`function`: the qualified or the "
         "bare name, or an fnmatch glob such as `DeepSpeedZeroOptimizer.*`); see rules/README.md.",
         "",
+        "The releases column names the releases that have the site with this message template, out of those "
+        "read by `python -m triage.kb.site_history_build` (" + _scanned(scanned) + "), as runs of consecutive "
+        "releases read; `-` where that index has no entry. Sites that only older releases have (removed since, "
+        "or worded differently) are listed [at the end](#sites-only-in-older-releases).",
+        "",
         f"{total} sites: {done} covered, {total - done} uncovered.",
         "",
         "| file | sites | covered | uncovered |",
@@ -45,15 +59,39 @@ def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str,
     for site, ids in covered:
         by_source.setdefault(site_source(site), []).append((site, ids))
     for source in sorted(by_source):
-        out += ["", f"## {source}", "", "| line | function | exception | message template | rules |",
-                "|--:|---|---|---|---|"]
+        out += ["", f"## {source}", "", "| line | function | exception | message template | releases | rules |",
+                "|--:|---|---|---|---|---|"]
         for site, ids in sorted(by_source[source], key=lambda item: (item[0].line, item[0].function)):
             function = _table_code(site.function)
             if site.via:
                 function += f" (called by {_table_code(site.via)})"
             rules = ", ".join(f"[{rule_id}](rules/{rule_id}.md)" for rule_id in ids) or "**none**"
-            out.append(f"| {site.line} | {function} | {_table_code(site.exception)} | {_message(site)} | {rules} |")
+            releases = _releases(site_history.releases_of(site, history))
+            out.append(f"| {site.line} | {function} | {_table_code(site.exception)} | {_message(site)} | {releases} | {rules} |")
+    out += _older(older, read)
     return "\n".join(out) + "\n"
+
+
+def _scanned(scanned: dict[str, list[str]]) -> str:
+    if not scanned:
+        return "no index: run it"
+    return "; ".join(f"{package} {', '.join(releases)}" for package, releases in sorted(scanned.items()))
+
+
+def _older(older, read: str) -> list[str]:
+    covered = sum(bool(ids) for _, _, ids in older)
+    out = ["", "## Sites only in older releases", "",
+           f"{len(older)} sites of older releases are not in {read}: the code was removed or moved, or the message "
+           f"was reworded (then the same function and exception are listed above with today's words). "
+           f"{covered} are covered by a rule, {len(older) - covered} are not.", ""]
+    if not older:
+        return out
+    out += ["| file | function | exception | message template | releases | rules |", "|---|---|---|---|---|---|"]
+    for site, ranges, ids in sorted(older, key=lambda item: (site_source(item[0]), item[0].function, item[1])):
+        rules = ", ".join(f"[{rule_id}](rules/{rule_id}.md)" for rule_id in ids) or "**none**"
+        out.append(f"| {site_source(site)} | {_table_code(site.function)} | {_table_code(site.exception)} | "
+                   f"{_message(site)} | {_releases(ranges)} | {rules} |")
+    return out
 
 
 def _anchor(heading: str) -> str:

@@ -1,0 +1,91 @@
+"""`ds-triage eval`'s accuracy per DeepSpeed / torch release pair (issue 18, point 2)."""
+
+import json
+
+import yaml
+
+from tests.conftest import CORPUS
+from tests.test_eval import validate, write_corpus
+from triage.eval.corpus import load_cases
+from triage.eval.evaluate import Case, Guess, Outcome, evaluate
+from triage.eval.releases import NOT_RECORDED, release_of
+from triage.eval.render import render
+
+NEW, OLD, OLDER = "deepspeed 0.19.8, torch 2.13.0+cpu", "deepspeed 0.14.5, torch 2.5.1+cu124", "deepspeed 0.9.5, torch 2.0.1"
+MISSING, ZERO = "missing_file", "zero_stage_mismatch"
+
+
+def out(case_id, kind, expected, guess, release):
+    guesses = (Guess("DS-X001", guess, 0.8),) if guess else ()
+    return Outcome(Case(case_id, f"cases/{case_id}.log", kind, expected, None, None, release), guesses)
+
+
+def outcomes():
+    return [
+        out("a", "failure", MISSING, MISSING, NEW),
+        out("b", "failure", ZERO, MISSING, NEW),
+        out("c", "silent", MISSING, MISSING, OLD),
+        out("d", "failure", ZERO, ZERO, OLD),
+        out("e", "clean", None, MISSING, OLD),
+        out("f", "negative", "unknown", None, OLD),
+        out("g", "failure", ZERO, None, OLDER),
+        out("h", "failure", ZERO, ZERO, None),
+    ]
+
+
+def test_release_label_of_a_manifest_entry():
+    assert release_of("0.14.5", "2.5.1+cu124") == OLD
+    assert release_of(None, None) is None
+    assert release_of("0.14.5", None) == "deepspeed 0.14.5, torch ?"
+
+
+def test_tally_per_pair_in_release_order():
+    data = evaluate(outcomes()).to_json()["accuracy"]["by_release"]
+    # oldest DeepSpeed first (0.9.5 before 0.14.5 before 0.19.8: by number, not by text); unrecorded last
+    assert list(data) == [OLDER, OLD, NEW, NOT_RECORDED]
+    assert data[OLD] == {"cases": 2, "top1": 2, "top3": 2, "top1_rate": 1.0, "top3_rate": 1.0, "unknown": 0,
+                         "negatives": 1, "negatives_diagnosed": 0, "clean": 1, "clean_fired": 1, "missed": []}
+    assert (data[NEW]["cases"], data[NEW]["top1"], data[NEW]["missed"]) == (2, 1, ["b"])
+    assert (data[OLDER]["top1"], data[OLDER]["unknown"], data[OLDER]["missed"]) == (0, 1, ["g"])
+
+
+def test_no_release_section_when_no_case_records_one():
+    plain = [Outcome(Case("x", "cases/x.log", "failure", ZERO), (Guess("DS-Z001", ZERO, 0.8),))]
+    result = evaluate(plain)
+    assert result.to_json()["accuracy"]["by_release"] == {}
+    assert "per release pair" not in render(result, "corpus", 1)
+
+
+def test_json_with_release_pairs_matches_the_schema():
+    validate(evaluate(outcomes()).to_json(corpus="c", rule_set={"directory": "r", "count": 1, "digest": "d"}))
+
+
+def test_human_output_has_one_row_per_pair():
+    text = render(evaluate(outcomes()), "corpus", 3)
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("accuracy per release pair"))
+    assert "top-1" in lines[head] and "clean fired" in lines[head] and "negatives diagnosed" in lines[head]
+    rows = lines[head + 1:head + 5]
+    assert [r.split("  ")[0] for r in rows] == [OLDER, OLD, NEW, NOT_RECORDED]
+    assert "2 100.0%" in rows[1] and "1 of 1" in rows[1] and "0 of 1" in rows[1]
+
+
+def test_load_cases_reads_the_releases_of_each_entry(tmp_path):
+    write_corpus(tmp_path, [
+        {"id": "a", "log": "cases/a.log", "kind": "failure", "expected_category": ZERO, "deepspeed": "0.14.5",
+         "torch": "2.5.1+cu124"},
+        {"id": "b", "log": "cases/b.log", "kind": "clean"},
+    ], {"cases/a.log": "x\n", "cases/b.log": "y\n"})
+    cases = load_cases(tmp_path)
+    assert [c.release for c in cases] == [OLD, None]
+
+
+def test_committed_corpus_groups_every_pair(cli):
+    result = cli("eval", "--json")
+    data = json.loads(result.stdout)
+    by_release = data["accuracy"]["by_release"]
+    manifest = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
+    pairs = {release_of(e.get("deepspeed"), e.get("torch")) for e in manifest if e.get("log")}
+    assert set(by_release) == pairs and len(pairs) >= 4
+    assert sum(row["cases"] for row in by_release.values()) == data["accuracy"]["cases"]
+    assert sum(row["clean"] for row in by_release.values()) == data["clean"]["cases"]
