@@ -309,7 +309,7 @@ def test_no_negative_or_clean_log_is_diagnosed(corpus_outcomes):
 # Floors under the measured accuracy, so a rule change that loses cases fails the
 # suite. Raise them when accuracy improves; never lower them to make a change pass.
 TOP1_FLOOR = 0.88
-TOP3_FLOOR = 0.93
+TOP3_FLOOR = 0.96
 
 
 def test_corpus_accuracy_does_not_regress(corpus_outcomes):
