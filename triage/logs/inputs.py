@@ -128,7 +128,7 @@ def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES, 
     if truncated and len(data) > max_bytes + 1:
         tail = max_bytes - HEAD_BYTES
         data = data[:HEAD_BYTES] + b"\n" + data[-tail:]
-    _refuse_binary(data, source)
+    refuse_binary(data, source)
     text = data.decode("utf-8", errors="replace")
     # Count undecodable bytes only when there were some: the count is cheap
     # next to the decode but not free on a 30 MB paste.
@@ -138,7 +138,7 @@ def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES, 
     return LogText(text, source, size, truncated, errors)
 
 
-def _refuse_binary(data: bytes, source: str) -> None:
+def refuse_binary(data: bytes, source: str) -> None:
     sample = data[:BINARY_SAMPLE]
     controls = sum(1 for byte in sample if byte < 32 and byte not in _TEXT_CONTROLS)
     if controls > BINARY_CONTROL_RATIO * len(sample):
