@@ -9,7 +9,7 @@ import sys
 from triage.cli.output import add_docs_url_option
 from triage.cli.stream import add_record_options, add_window_options, decoder
 from triage.errors import EXIT_BAD_INPUT, EXIT_FOUND, EXIT_UNKNOWN, BadInput
-from triage.runbook.links import page_ref
+from triage.runbook.links import ENV, page_ref
 
 OUTPUT_FORMATS = ("jsonl", "parquet")
 
@@ -67,7 +67,7 @@ def run(args) -> int:
               master=args.master, decoder=decoder(args),
               limits=Limits(gap=args.gap, max_lines=args.max_lines, max_bytes=args.max_bytes),
               rules_dir=os.path.abspath(args.rules) if args.rules else None,
-              docs_url=os.environ.get("DS_TRIAGE_DOCS_URL") or args.docs_url, partitions=args.partitions, conf=conf)
+              docs_url=args.docs_url or os.environ.get(ENV), partitions=args.partitions, conf=conf)
     totals = _run(job)
     print(json.dumps(totals, ensure_ascii=False))
     if not args.quiet:
