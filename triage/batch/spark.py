@@ -1,12 +1,18 @@
-"""The Spark job of `ds-triage batch`: read, decode, shuffle by stream, assemble, write.
+"""The Spark job of `ds-triage batch`: two passes over whole files, a shuffle of few lines.
 
 The only module that imports pyspark (the `batch` extra), and only when `batch` runs.
 
-Two passes over the input: the JVM alone counts the lines of each file split (cheap, no
-Python), which gives every line its number in its file; then the Python pass decodes each
-line (rows.py), the shuffle brings each stream's records together in input order, and
-windows.py makes its incidents. The incidents are few: they are kept, numbered in order of
-where they start, written, and summed up by category x job x day.
+1. Each file, whole, through stream's block scanner on an executor (files.py): the incidents
+   of its own stream (plain logs: one job a file) are final there; of the streams records
+   name (pods, spanning files) only those that may open an incident come back to the driver,
+   with the literals their lines can be found by.
+2. Only when there are such streams: the files that may hold them are read again, each
+   candidate stream's lines found by its literal without decoding (route.py), shuffled by
+   stream, and each stream's lines, in input order, go through the same scanner and
+   assembler (streams.py).
+
+The incidents are few: they are kept, numbered in order of where they start, written, and
+summed up by category x job x day.
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ import json
 import os
 import sys
 import time
-import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 
 from triage.batch import windows
-from triage.batch.rows import decode_rows
+from triage.batch.files import scan_file
+from triage.batch.route import Router
+from triage.batch.streams import assemble_stream
 from triage.errors import EXIT_MISSING, BadInput, TriageError
 from triage.stream.limits import Limits
 from triage.stream.records import Decoder
@@ -85,33 +93,32 @@ def session(master: str | None, conf: dict | None = None):
 
 def run(job: Job, spark) -> dict:
     """Run the job; the totals (also written to OUT/totals)."""
+    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     started = time.monotonic()
     sc = spark.sparkContext
-    lines = _read(spark, job.inputs)
-    splits = _count(lines)
-    if not splits:
-        raise BadInput(f"no file with any line under {', '.join(job.inputs)}")
-    offsets, files = _offsets(splits)
-    acc = sc.accumulator({}, _Totals())
+    files = _read(spark, job.inputs)
     fields = (job.decoder.format, job.decoder.message_fields, job.decoder.key_fields)  # a Decoder holds a parser
-
-    def decode(rows):
-        stats = Decoder(*fields)
-        binary = {}
-        yield from decode_rows(((r[0], r[1], r[2]) for r in rows), stats, binary.__setitem__)
-        acc.add(dict(stats.stats, binary=binary))
-
-    parts = job.partitions or max(sc.defaultParallelism, lines.rdd.getNumPartitions())
-    shared = sc.broadcast(offsets)
-    records = lines.rdd.mapPartitions(decode)
-    ordered = records.map(lambda r: ((r[0], r[1], r[2], r[3]), r)).repartitionAndSortWithinPartitions(
-        parts, partitionFunc=_partition)
-    limits, rules_dir, docs_url = job.limits, job.rules_dir, job.docs_url
-    incidents = ordered.mapPartitions(lambda items: windows.assemble_sorted(
-        (r for _, r in items), shared.value, limits, rules_dir, docs_url)).persist()
-    found = incidents.count()  # runs the job once: accumulators and the kept incidents
+    setup = (fields, job.limits, job.rules_dir, job.docs_url)
+    first = files.rdd.mapPartitions(partial(_first_pass, setup)).persist()
+    facts = _facts(first.filter(lambda item: item[0] != "incident").collect())
+    if not any(lines for _, lines, _ in facts.files.values()):
+        raise BadInput(f"no file with any line under {', '.join(job.inputs)}")
+    incidents = first.filter(lambda item: item[0] == "incident").map(lambda item: item[1])
+    parts = job.partitions or sc.defaultParallelism
+    if facts.candidates:
+        keys = sorted(facts.candidates)
+        shared_by = Counter(pair for key in facts.seen for pair in key)  # (name, value) -> streams holding it
+        literals = [choose_literal(facts.candidates[key], shared_by) for key in keys]
+        named = sorted(path for path, (_, _, may) in facts.files.items() if may)
+        order = {path: n for n, path in enumerate(sorted(facts.files))}
+        shared = sc.broadcast((keys, literals, order))
+        lines = files.where(F.col("path").isin(named)).rdd.mapPartitions(partial(_route_pass, fields, shared))
+        incidents = incidents.union(lines.groupByKey(parts).flatMap(partial(_stream_pass, setup, shared)))
+    incidents = incidents.persist()
+    found = incidents.count()  # runs the job once: the kept incidents
+    first.unpersist()
     numbered = incidents.sortBy(windows.order, numPartitions=max(1, min(parts, found))).zipWithIndex() \
         .map(_numbered)
     out = job.out.rstrip("/")
@@ -129,7 +136,7 @@ def run(job: Job, spark) -> dict:
     else:
         summary.write.json(f"{out}/summary", ignoreNullFields=False)
     by_category = dict(sorted(table.map(lambda kv: (kv[0][0], kv[1])).reduceByKey(lambda a, b: a + b).collect()))
-    stats = acc.value
+    stats = facts.stats
     totals = {
         "schema_version": 1,
         "kind": "batch-summary",
@@ -139,16 +146,16 @@ def run(job: Job, spark) -> dict:
         "master": sc.master,
         "spark": spark.version,
         "executor_cores": sc.defaultParallelism,
-        "files": len(files),
-        "lines": sum(n for n, _ in splits.values()),
-        "bytes": sum(files.values()),
+        "files": len(facts.files),
+        "lines": sum(lines for _, lines, _ in facts.files.values()),
+        "bytes": sum(size for size, _, _ in facts.files.values()),
         "records": stats.get("records", 0),
         "malformed": stats.get("malformed", 0),
         "no_message": stats.get("no_message", 0),
         "incidents": found,
         "checkpoint_incidents": found - by_category.get("unknown", 0),
         "by_category": by_category,
-        "binary_files": dict(sorted(stats.get("binary", {}).items())),
+        "binary_files": dict(sorted(facts.binary.items())),
         "seconds": round(time.monotonic() - started, 3),
     }
     incidents.unpersist()
@@ -157,33 +164,87 @@ def run(job: Job, spark) -> dict:
 
 
 def _read(spark, inputs: list[str]):
+    """Each file whole, as (path, content): Spark lists them (globs, directories, any filesystem)
+    and reads them on the executors."""
     from pyspark.errors import AnalysisException
 
     try:
-        lines = spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true").text(inputs)
-        return lines.select("value", "_metadata.file_path", "_metadata.file_block_start", "_metadata.file_size")
+        files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(inputs)
+        return files.select("path", "content")
     except AnalysisException as exc:
         raise BadInput(_first_line(exc)) from None
 
 
-def _count(lines) -> dict[tuple[str, int], tuple[int, int]]:
-    """(file, split start) -> (lines in the split, file size): the JVM alone, no Python."""
-    rows = lines.groupBy("file_path", "file_block_start").agg({"*": "count", "file_size": "max"}).collect()
-    return {(r[0], r[1]): (r[2], r[3]) for r in rows}
+def _first_pass(setup, rows):
+    """On an executor: each file through files.scan_file; its own stream's incidents, the facts."""
+    fields, limits, rules_dir, docs_url = setup
+    _, prefilter, classify = windows.tools(rules_dir, docs_url)
+    decoder = Decoder(*fields)
+    for path, content in rows:
+        closed: list = []
+        for item in scan_file(path, bytes(content), decoder, prefilter, limits, closed):
+            if item[0] == "window":
+                for incident in windows.incidents([item[1]], [path], classify, ((windows.FILE_FIELD, path),)):
+                    yield ("incident", incident)
+            else:
+                yield item
+    yield ("stats", dict(decoder.stats))
 
 
-def _offsets(splits) -> tuple[dict[tuple[str, int], int], dict[str, int]]:
-    """Lines of the file before each split; each file's size."""
-    offsets, files, before = {}, {}, {}
-    for (path, block), (count, size) in sorted(splits.items()):
-        offsets[(path, block)] = before.get(path, 0)
-        before[path] = before.get(path, 0) + count
-        files[path] = size
-    return offsets, files
+def _route_pass(fields, shared, rows):
+    """On an executor: the candidate streams' lines of each file (route.py), keyed by stream."""
+    keys, literals, order = shared.value
+    router = Router(literals, Decoder(*fields), keys)
+    for path, content in rows:
+        for index, lines, numbers in router.route(bytes(content)):
+            yield index, (order[path], path, lines, numbers)
 
 
-def _partition(key) -> int:
-    return zlib.crc32(key[0].encode())  # the stream key alone: a stream's records meet in one task
+def _stream_pass(setup, shared, item):
+    """On an executor: one candidate stream's lines from every file -> its incidents (streams.py)."""
+    fields, limits, rules_dir, docs_url = setup
+    index, parts = item
+    _, prefilter, classify = windows.tools(rules_dir, docs_url)
+    return assemble_stream(shared.value[0][index], parts, Decoder(*fields), prefilter, limits, classify)
+
+
+@dataclass
+class Facts:
+    """What the first pass tells the driver."""
+
+    files: dict = field(default_factory=dict)  # path -> (bytes, lines, may hold records naming a stream)
+    binary: dict = field(default_factory=dict)  # path -> why it was skipped
+    candidates: dict = field(default_factory=dict)  # stream key -> [(name, value, literal)]
+    seen: set = field(default_factory=set)  # the streams records named, as far as the pass decoded them
+    stats: dict = field(default_factory=dict)
+
+
+def _facts(items) -> Facts:
+    facts = Facts()
+    for item in items:
+        kind = item[0]
+        if kind == "file":
+            facts.files[item[1]] = item[2:]
+        elif kind == "binary":
+            facts.binary[item[1]] = item[2]
+        elif kind == "candidate":
+            options = facts.candidates.setdefault(item[1], [])
+            options.extend(o for o in item[2] if o not in options)
+        elif kind == "seen":
+            facts.seen.add(item[1])
+        elif kind == "stats":
+            for name, value in item[1].items():
+                facts.stats[name] = facts.stats.get(name, 0) + value
+    facts.seen.update(facts.candidates)
+    return facts
+
+
+def choose_literal(options: list[tuple[str, str, bytes]], shared_by: Counter) -> bytes | None:
+    """The literal a stream's lines are found by: of its key's values, the one fewest other
+    streams share (the pod name, not the namespace), then the longest."""
+    if not options:
+        return None
+    return min(options, key=lambda o: (shared_by[(o[0], o[1])], -len(o[2]), o[2]))[2]
 
 
 def _numbered(pair):
@@ -227,20 +288,3 @@ def _parquet_row(d: dict) -> tuple:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _Totals():
-    from pyspark.accumulators import AccumulatorParam
-
-    class Totals(AccumulatorParam):
-        """Counts add up; the binary files (file -> reason) are merged."""
-
-        def zero(self, value):
-            return {}
-
-        def addInPlace(self, a, b):
-            for name, value in b.items():
-                a[name] = {**a.get(name, {}), **value} if isinstance(value, dict) else a.get(name, 0) + value
-            return a
-
-    return Totals()
