@@ -18,7 +18,7 @@ literals the second pass finds its lines by, route.py).
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from triage.errors import BadInput
 from triage.logs.inputs import BINARY_SAMPLE, refuse_binary
@@ -60,24 +60,31 @@ class FileAssembler(Assembler):
             super().remember_match(key, check, no, text)
 
 
-def scan_file(path: str, data: bytes, decoder: Decoder, prefilter, limits, closed: list) -> Iterator[tuple]:
-    """One whole file -> ("window", window) for each closed window of its own stream (appended
-    to `closed` by the assembler), then ("candidate", key, literals), ("seen", key) and
-    ("file", path, bytes, lines, named) where `named` says that records naming a stream may be
-    in it. A binary file: ("binary", path, reason) and its size, nothing else."""
-    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    try:
-        refuse_binary(data[:BINARY_SAMPLE], path)
-    except BadInput as exc:
-        yield ("binary", path, exc.message)
-        yield ("file", path, len(data), lines, False)
-        return
+def scan_file(path: str, chunks: Iterable[bytes], decoder: Decoder, prefilter, limits, closed: list) -> Iterator[tuple]:
+    """One whole file, in chunks (its head first) -> ("window", window) for each closed window of
+    its own stream (appended to `closed` by the assembler), then ("candidate", key, literals),
+    ("seen", key) and ("file", path, bytes, lines, named) where `named` says that records naming
+    a stream may be in it. A binary file: ("binary", path, reason) and its size, nothing else."""
     assembler = FileAssembler(prefilter, limits, closed.append)
     scanner = Scanner(decoder, prefilter, assembler)
     assembler.raw_line = lambda: scanner.raw_line
-    step = 4 << 20  # as stream reads a file (source.py)
-    for start in range(0, len(data), step):
-        scanner.feed(data[start:start + step], 0.0)
+    chunks = iter(chunks)
+    size = lines = 0
+    named = last = None
+    for chunk in chunks:
+        if not size:
+            try:
+                refuse_binary(chunk[:BINARY_SAMPLE], path)
+            except BadInput as exc:
+                yield ("binary", path, exc.message)
+                size, lines = _rest(chunk, chunks)
+                yield ("file", path, size, lines, False)
+                return
+        named = named or may_name_streams(decoder, (last or b"") + chunk)
+        size += len(chunk)
+        lines += chunk.count(b"\n")
+        last = chunk[-16:]  # a marker cut between two chunks is found in the next
+        scanner.feed(chunk, 0.0)
         yield from (("window", w) for w in _drain(closed))
     scanner.finish(0.0)
     yield from (("window", w) for w in _drain(closed))
@@ -85,7 +92,16 @@ def scan_file(path: str, data: bytes, decoder: Decoder, prefilter, limits, close
         yield ("candidate", key, literals)
     for key in assembler.seen:
         yield ("seen", key)
-    yield ("file", path, len(data), lines, may_name_streams(decoder, data))
+    named = named or bool(assembler.seen)  # some line the decoder read as JSON after all
+    yield ("file", path, size, lines + (1 if last and not last.endswith(b"\n") else 0), bool(named))
+
+
+def _rest(head: bytes, chunks: Iterator[bytes]) -> tuple[int, int]:
+    """Size and lines of a file from its head on (a binary file, only counted)."""
+    size, lines, last = len(head), head.count(b"\n"), head[-1:]
+    for chunk in chunks:
+        size, lines, last = size + len(chunk), lines + chunk.count(b"\n"), chunk[-1:]
+    return size, lines + (1 if last and last != b"\n" else 0)
 
 
 def may_name_streams(decoder: Decoder, data: bytes) -> bool:

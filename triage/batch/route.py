@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from triage.stream.records import Decoder, Key
 
@@ -44,12 +44,19 @@ class Router:
                 self._re = re.compile(b"|".join(re.escape(u) for u in unique))
                 self._index = {u: n for n, u in enumerate(unique)}
 
-    def route(self, data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
-        """(candidate index, its lines in this file joined, their 1-based numbers as array('q') bytes)."""
-        if self.decode_all:
-            found = self._decoded(data)
-        else:
-            found = self._lines(data, self._hits(data))
+    def route(self, blocks: Iterable[bytes]) -> Iterator[tuple[int, bytes, bytes]]:
+        """A file's blocks of whole lines -> (candidate index, its lines in the file joined,
+        their 1-based numbers as array('q') bytes)."""
+        found: dict[int, tuple[list, array]] = {}
+        before = 0  # lines of the file before the block
+        for data in blocks:
+            if not data.endswith(b"\n"):
+                data += b"\n"  # the file's last line
+            if self.decode_all:
+                self._decoded(data, before, found)
+            else:
+                self._lines(data, self._hits(data), before, found)
+            before += data.count(b"\n")
         for i, (parts, numbers) in sorted(found.items()):
             yield i, b"".join(parts), numbers.tobytes()
 
@@ -63,10 +70,9 @@ class Router:
             return hits
         return [(m.end(), self._index[m.group(0)]) for m in self._re.finditer(data)]
 
-    def _lines(self, data: bytes, hits: list[tuple[int, int]]) -> dict[int, tuple[list, array]]:
-        found: dict[int, tuple[list, array]] = {}
+    def _lines(self, data: bytes, hits: list[tuple[int, int]], before: int, found: dict) -> None:
         last: dict[int, int] = {}  # stream -> start of the last line given to it
-        line_start, line_end, before, counted = -1, -1, 0, 0  # before: newlines before `counted`
+        line_start, line_end, counted = -1, -1, 0  # before: lines before `counted`
         for at, n in hits:  # at: where the literal ends (it holds no newline)
             if at > line_end:  # a new line
                 line_start = data.rfind(b"\n", 0, at - 1) + 1
@@ -80,20 +86,14 @@ class Router:
                     continue
                 last[i] = line_start
                 parts, numbers = found.setdefault(i, ([], array("q")))
-                parts.append(data[line_start:line_end] + b"\n")
+                parts.append(data[line_start:line_end + 1])
                 numbers.append(no)
-        return found
 
-    def _decoded(self, data: bytes) -> dict[int, tuple[list, array]]:
-        found: dict[int, tuple[list, array]] = {}
+    def _decoded(self, data: bytes, before: int, found: dict) -> None:
         decode, by_key = self.decoder.decode, self.by_key
-        lines = data.split(b"\n")
-        if lines[-1] == b"":
-            lines.pop()  # the newline ending the last line
-        for no, raw in enumerate(lines, 1):
+        for no, raw in enumerate(data[:-1].split(b"\n"), before + 1):
             targets = {by_key[r.key] for r in decode(raw) if r.key in by_key}
             for i in sorted(targets):
                 parts, numbers = found.setdefault(i, ([], array("q")))
                 parts.append(raw + b"\n")
                 numbers.append(no)
-        return found

@@ -28,6 +28,7 @@ from functools import partial
 from triage.batch import windows
 from triage.batch.files import scan_file
 from triage.batch.route import Router
+from triage.batch.source import blocks, chunks
 from triage.batch.streams import assemble_stream
 from triage.errors import EXIT_MISSING, BadInput, TriageError
 from triage.stream.limits import Limits
@@ -35,6 +36,10 @@ from triage.stream.records import Decoder
 
 INSTALL = "pip install 'ds-triage[batch]'"
 LOCAL = "local[*]"
+# How Spark packs files into tasks: its default counts 4 MB for opening a file, which puts
+# ~30 small logs in a task of 128 MB and makes hundreds of tasks; a whole file costs little
+# here next to scanning it, and a task of 64 MB is a few seconds of scanning.
+FILE_PACKING = {"spark.sql.files.openCostInBytes": str(256 << 10), "spark.sql.files.maxPartitionBytes": str(64 << 20)}
 _LOG4J = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 
 
@@ -88,6 +93,10 @@ def session(master: str | None, conf: dict | None = None):
         raise MissingDependency(f"cannot start Spark ({_first_line(exc)}); it needs Java 17 or later "
                                 "(JAVA_HOME or java on PATH) and a reachable --master") from None
     spark.sparkContext.setLogLevel("ERROR")
+    given = spark.sparkContext.getConf()
+    for name, value in FILE_PACKING.items():
+        if not given.contains(name):  # --conf and spark-submit's settings stand
+            spark.conf.set(name, value)
     return spark
 
 
@@ -116,26 +125,28 @@ def run(job: Job, spark) -> dict:
         shared = sc.broadcast((keys, literals, order))
         lines = files.where(F.col("path").isin(named)).rdd.mapPartitions(partial(_route_pass, fields, shared))
         incidents = incidents.union(lines.groupByKey(parts).flatMap(partial(_stream_pass, setup, shared)))
-    incidents = incidents.persist()
-    found = incidents.count()  # runs the job once: the kept incidents
+    incidents = incidents.coalesce(parts).persist()
+    # what the summary needs of each incident, collected: they are few, and small
+    facts.incidents = incidents.map(lambda d: (d["classification"]["category"], windows.job(d), windows.day(d))) \
+        .collect()
+    found = len(facts.incidents)
     first.unpersist()
-    numbered = incidents.sortBy(windows.order, numPartitions=max(1, min(parts, found))).zipWithIndex() \
-        .map(_numbered)
+    numbered = incidents.sortBy(windows.order, numPartitions=max(1, min(parts, found // 5000 + 1))) \
+        .zipWithIndex().map(_numbered)
     out = job.out.rstrip("/")
     if job.output_format == "parquet":
         spark.createDataFrame(numbered.map(_parquet_row), _parquet_schema(T)).write.parquet(f"{out}/incidents")
     else:
         _text(spark, numbered.map(lambda d: json.dumps(d, ensure_ascii=False)), f"{out}/incidents")
-    table = incidents.map(lambda d: ((d["classification"]["category"], windows.job(d), windows.day(d)), 1)) \
-        .reduceByKey(lambda a, b: a + b)
-    summary = spark.createDataFrame(table.map(lambda kv: (*kv[0], kv[1])),
-                                    "category string, job string, day string, incidents long")
-    summary = summary.orderBy("day", "job", "category").coalesce(1)
+    incidents.unpersist()
+    table = Counter(facts.incidents)
+    rows = sorted(((*key, n) for key, n in table.items()), key=lambda r: (r[2] or "", r[2] is not None, r[1], r[0]))
+    summary = spark.createDataFrame(rows, "category string, job string, day string, incidents long").coalesce(1)
     if job.output_format == "parquet":
         summary.write.parquet(f"{out}/summary")
     else:
         summary.write.json(f"{out}/summary", ignoreNullFields=False)
-    by_category = dict(sorted(table.map(lambda kv: (kv[0][0], kv[1])).reduceByKey(lambda a, b: a + b).collect()))
+    by_category = dict(sorted(Counter(category for category, _, _ in facts.incidents).items()))
     stats = facts.stats
     totals = {
         "schema_version": 1,
@@ -158,21 +169,35 @@ def run(job: Job, spark) -> dict:
         "binary_files": dict(sorted(facts.binary.items())),
         "seconds": round(time.monotonic() - started, 3),
     }
-    incidents.unpersist()
     _text(spark, sc.parallelize([json.dumps(totals)], 1), f"{out}/totals")
     return totals
 
 
 def _read(spark, inputs: list[str]):
-    """Each file whole, as (path, content): Spark lists them (globs, directories, any filesystem)
-    and reads them on the executors."""
+    """The files: Spark lists them (globs, directories, any filesystem). Local files (all of
+    them `file:`) are read by the executors' Python, in blocks; others come with their content,
+    read by Spark."""
     from pyspark.errors import AnalysisException
 
     try:
         files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(inputs)
-        return files.select("path", "content")
     except AnalysisException as exc:
         raise BadInput(_first_line(exc)) from None
+    if all(_local(spark, path) for path in inputs):
+        from pyspark.sql import functions as F
+
+        return files.select("path", F.lit(None).cast("binary").alias("content"))
+    return files.select("path", "content")
+
+
+def _local(spark, path: str) -> bool:
+    if "://" in path or path.startswith("file:"):
+        return path.startswith("file:")
+    try:  # a path without a scheme is on the default filesystem (HDFS on many clusters)
+        default = spark.sparkContext._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
+    except Exception:  # noqa: BLE001 - not this JVM's API: read as Spark reads
+        return False
+    return default.startswith("file:")
 
 
 def _first_pass(setup, rows):
@@ -182,7 +207,7 @@ def _first_pass(setup, rows):
     decoder = Decoder(*fields)
     for path, content in rows:
         closed: list = []
-        for item in scan_file(path, bytes(content), decoder, prefilter, limits, closed):
+        for item in scan_file(path, chunks(path, content), decoder, prefilter, limits, closed):
             if item[0] == "window":
                 for incident in windows.incidents([item[1]], [path], classify, ((windows.FILE_FIELD, path),)):
                     yield ("incident", incident)
@@ -196,7 +221,7 @@ def _route_pass(fields, shared, rows):
     keys, literals, order = shared.value
     router = Router(literals, Decoder(*fields), keys)
     for path, content in rows:
-        for index, lines, numbers in router.route(bytes(content)):
+        for index, lines, numbers in router.route(blocks(path, content)):
             yield index, (order[path], path, lines, numbers)
 
 
@@ -216,6 +241,7 @@ class Facts:
     binary: dict = field(default_factory=dict)  # path -> why it was skipped
     candidates: dict = field(default_factory=dict)  # stream key -> [(name, value, literal)]
     seen: set = field(default_factory=set)  # the streams records named, as far as the pass decoded them
+    incidents: list = field(default_factory=list)  # (category, job, day) of each incident
     stats: dict = field(default_factory=dict)
 
 

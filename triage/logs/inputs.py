@@ -27,6 +27,7 @@ HEAD_BYTES = 4 * 1024 * 1024
 BINARY_SAMPLE = 64 * 1024
 BINARY_CONTROL_RATIO = 0.10
 _TEXT_CONTROLS = {9, 10, 12, 13, 27}  # \t \n \f \r ESC (ANSI colours)
+_CONTROLS = bytes(b for b in range(32) if b not in _TEXT_CONTROLS)  # counted by bytes.translate, in C
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES, 
 
 def refuse_binary(data: bytes, source: str) -> None:
     sample = data[:BINARY_SAMPLE]
-    controls = sum(1 for byte in sample if byte < 32 and byte not in _TEXT_CONTROLS)
+    controls = len(sample) - len(sample.translate(None, _CONTROLS))
     if controls > BINARY_CONTROL_RATIO * len(sample):
         hint = ""
         if sample.startswith(b"PK\x03\x04"):
