@@ -25,11 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 
-from triage.batch import windows
-from triage.batch.files import scan_file
-from triage.batch.route import Router
-from triage.batch.source import blocks, chunks
-from triage.batch.streams import assemble_stream
+from triage.batch import plan, source, tasks, windows
 from triage.errors import EXIT_MISSING, BadInput, TriageError
 from triage.stream.limits import Limits
 from triage.stream.records import Decoder
@@ -102,29 +98,28 @@ def session(master: str | None, conf: dict | None = None):
 
 def run(job: Job, spark) -> dict:
     """Run the job; the totals (also written to OUT/totals)."""
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     started = time.monotonic()
     sc = spark.sparkContext
-    files = _read(spark, job.inputs)
+    files = _files(spark, job.inputs)
     fields = (job.decoder.format, job.decoder.message_fields, job.decoder.key_fields)  # a Decoder holds a parser
     setup = (fields, job.limits, job.rules_dir, job.docs_url)
-    first = files.rdd.mapPartitions(partial(_first_pass, setup)).persist()
-    facts = _facts(first.filter(lambda item: item[0] != "incident").collect())
+    first = files.mapPartitions(partial(tasks.first_pass, setup)).persist()
+    facts = plan.gather(first.filter(lambda item: item[0] != "incident").collect())
     if not any(lines for _, lines, _ in facts.files.values()):
         raise BadInput(f"no file with any line under {', '.join(job.inputs)}")
     incidents = first.filter(lambda item: item[0] == "incident").map(lambda item: item[1])
     parts = job.partitions or sc.defaultParallelism
-    if facts.candidates:
-        keys = sorted(facts.candidates)
-        shared_by = Counter(pair for key in facts.seen for pair in key)  # (name, value) -> streams holding it
-        literals = [choose_literal(facts.candidates[key], shared_by) for key in keys]
-        named = sorted(path for path, (_, _, may) in facts.files.items() if may)
-        order = {path: n for n, path in enumerate(sorted(facts.files))}
+    second = plan.second_pass(facts)
+    if second:
+        keys, literals, order, named = second
+        wanted = set(named)
         shared = sc.broadcast((keys, literals, order))
-        lines = files.where(F.col("path").isin(named)).rdd.mapPartitions(partial(_route_pass, fields, shared))
-        incidents = incidents.union(lines.groupByKey(parts).flatMap(partial(_stream_pass, setup, shared)))
+        routed = files.filter(lambda row: row[0] in wanted) \
+            .mapPartitions(lambda rows: tasks.route_pass(fields, shared.value, rows))
+        incidents = incidents.union(routed.groupByKey(parts).flatMap(
+            lambda item: tasks.stream_pass(setup, shared.value[0], item)))
     incidents = incidents.coalesce(parts).persist()
     # what the summary needs of each incident, collected: they are few, and small
     facts.incidents = incidents.map(lambda d: (d["classification"]["category"], windows.job(d), windows.day(d))) \
@@ -173,21 +168,21 @@ def run(job: Job, spark) -> dict:
     return totals
 
 
-def _read(spark, inputs: list[str]):
-    """The files: Spark lists them (globs, directories, any filesystem). Local files (all of
-    them `file:`) are read by the executors' Python, in blocks; others come with their content,
-    read by Spark."""
+def _files(spark, inputs: list[str]):
+    """The files as an RDD of (file, content or None). Spark lists them (globs, directories,
+    any filesystem); local files are read by the executors' Python, in blocks, and are spread
+    over tasks by size; others come with their content, read by Spark's binaryFile source."""
     from pyspark.errors import AnalysisException
 
     try:
         files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(inputs)
     except AnalysisException as exc:
         raise BadInput(_first_line(exc)) from None
-    if all(_local(spark, path) for path in inputs):
-        from pyspark.sql import functions as F
-
-        return files.select("path", F.lit(None).cast("binary").alias("content"))
-    return files.select("path", "content")
+    if not all(_local(spark, path) for path in inputs):
+        return files.select("path", "content").rdd.map(tuple)
+    paths = sorted(source.file_url(url) for url in files.inputFiles())  # the listing, without a job
+    groups = source.by_size(paths, spark.sparkContext.defaultParallelism)
+    return spark.sparkContext.parallelize(groups, max(1, len(groups))).flatMap(lambda group: [(p, None) for p in group])
 
 
 def _local(spark, path: str) -> bool:
@@ -198,79 +193,6 @@ def _local(spark, path: str) -> bool:
     except Exception:  # noqa: BLE001 - not this JVM's API: read as Spark reads
         return False
     return default.startswith("file:")
-
-
-def _first_pass(setup, rows):
-    """On an executor: each file through files.scan_file; its own stream's incidents, the facts."""
-    fields, limits, rules_dir, docs_url = setup
-    _, prefilter, classify = windows.tools(rules_dir, docs_url)
-    decoder = Decoder(*fields)
-    for path, content in rows:
-        closed: list = []
-        for item in scan_file(path, chunks(path, content), decoder, prefilter, limits, closed):
-            if item[0] == "window":
-                for incident in windows.incidents([item[1]], [path], classify, ((windows.FILE_FIELD, path),)):
-                    yield ("incident", incident)
-            else:
-                yield item
-    yield ("stats", dict(decoder.stats))
-
-
-def _route_pass(fields, shared, rows):
-    """On an executor: the candidate streams' lines of each file (route.py), keyed by stream."""
-    keys, literals, order = shared.value
-    router = Router(literals, Decoder(*fields), keys)
-    for path, content in rows:
-        for index, lines, numbers in router.route(blocks(path, content)):
-            yield index, (order[path], path, lines, numbers)
-
-
-def _stream_pass(setup, shared, item):
-    """On an executor: one candidate stream's lines from every file -> its incidents (streams.py)."""
-    fields, limits, rules_dir, docs_url = setup
-    index, parts = item
-    _, prefilter, classify = windows.tools(rules_dir, docs_url)
-    return assemble_stream(shared.value[0][index], parts, Decoder(*fields), prefilter, limits, classify)
-
-
-@dataclass
-class Facts:
-    """What the first pass tells the driver."""
-
-    files: dict = field(default_factory=dict)  # path -> (bytes, lines, may hold records naming a stream)
-    binary: dict = field(default_factory=dict)  # path -> why it was skipped
-    candidates: dict = field(default_factory=dict)  # stream key -> [(name, value, literal)]
-    seen: set = field(default_factory=set)  # the streams records named, as far as the pass decoded them
-    incidents: list = field(default_factory=list)  # (category, job, day) of each incident
-    stats: dict = field(default_factory=dict)
-
-
-def _facts(items) -> Facts:
-    facts = Facts()
-    for item in items:
-        kind = item[0]
-        if kind == "file":
-            facts.files[item[1]] = item[2:]
-        elif kind == "binary":
-            facts.binary[item[1]] = item[2]
-        elif kind == "candidate":
-            options = facts.candidates.setdefault(item[1], [])
-            options.extend(o for o in item[2] if o not in options)
-        elif kind == "seen":
-            facts.seen.add(item[1])
-        elif kind == "stats":
-            for name, value in item[1].items():
-                facts.stats[name] = facts.stats.get(name, 0) + value
-    facts.seen.update(facts.candidates)
-    return facts
-
-
-def choose_literal(options: list[tuple[str, str, bytes]], shared_by: Counter) -> bytes | None:
-    """The literal a stream's lines are found by: of its key's values, the one fewest other
-    streams share (the pod name, not the namespace), then the longest."""
-    if not options:
-        return None
-    return min(options, key=lambda o: (shared_by[(o[0], o[1])], -len(o[2]), o[2]))[2]
 
 
 def _numbered(pair):
