@@ -44,8 +44,7 @@ class FileAssembler(Assembler):
         if not key:
             super().add(record, no, hint, now)
             return
-        if len(self.seen) < MAX_SEEN:
-            self.seen.add(key)
+        self.touch(key)
         if key in self.candidates:
             return
         if record.partial or ((hint is None or hint.trigger) and self.prefilter.is_trigger(record.text)):
@@ -54,6 +53,8 @@ class FileAssembler(Assembler):
     def touch(self, key: Key) -> None:
         if not key:
             super().touch(key)
+        elif len(self.seen) < MAX_SEEN:
+            self.seen.add(key)
 
     def remember_match(self, key: Key, check: int, no: int, text: str) -> None:
         if not key:
