@@ -2,7 +2,7 @@
 """Set up a virtualenv and run ds-triage's demo or test suite.
 
     python3 dev.py demo    # core install, then classify a bundled real log
-    python3 dev.py test    # full install (torch CPU, DeepSpeed), then pytest
+    python3 dev.py test    # full install (torch CPU, DeepSpeed, pyspark), then pytest
 
 Needs only python3. Installs into ./.venv and skips steps already done for
 the current pyproject.toml.
@@ -49,7 +49,8 @@ def setup(kind: str) -> None:
         sh(str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip")
     if stamp(kind).exists():
         return
-    sh(str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[test]")
+    # batch: pyspark, so that tests/test_batch.py runs Spark (local mode) in CI rather than skipping
+    sh(str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[{'test,batch' if kind == 'full' else 'test'}]")
     if kind == "full":
         sh(str(PY), "-m", "pip", "install", "-q", TORCH)
         sh(str(PY), "-m", "pip", "install", "-q", "--no-build-isolation", DEEPSPEED)

@@ -130,6 +130,7 @@ SOURCE_REGEXES = {
     "triage.probe.target.LAUNCH_NNODES": "search",
     "triage.stream.assemble._CONTINUES": "match",
     "triage.stream.emit._TIMESTAMP": "match",
+    "triage.batch.windows._DAY": "match",  # an incident's first time, as a record or a line gave it
     "triage.stream.prefilter.ANSI": "sub",
     "triage.stream.records.CRI": "fullmatch",
     "triage.stream.records.LOOKS_JSON": "match",

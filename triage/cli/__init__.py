@@ -12,7 +12,7 @@ from triage.cli.output import ParagraphFormatter, add_common_options
 from triage.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TriageError
 
 SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve",
-               "completion")
+               "batch", "completion")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,7 +8,7 @@ entry is (code, short, detail): `short` ends the --help, `detail` is the page's 
 from __future__ import annotations
 
 NAMES = {0: "found", 1: "unknown", 2: "usage", 3: "bad input", 4: "bad rules", 5: "untrusted", 6: "timeout",
-         70: "internal", 130: "interrupted", 143: "terminated"}
+         7: "missing", 70: "internal", 130: "interrupted", 143: "terminated"}
 
 # What every subcommand may exit with, besides its own codes below.
 COMMON = [
@@ -171,6 +171,23 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
         (3, "cannot listen", "it cannot listen on `--host`:`--port` (in use, no such address); a bad request is "
          "an HTTP 4xx answer, never an exit."),
         _RULES,
+    ],
+    "batch": [
+        (0, "a checkpoint failure found", "the job ran and at least one incident was a checkpoint-loading failure "
+         "(its `classification.category` is not `unknown`); the incidents, the summary and the totals are under "
+         "`--out`, the totals also on stdout."),
+        (1, "none found", "the job ran over every input and no incident was a checkpoint-loading failure (none at all, "
+         "or only others such as an OOM in forward); malformed JSON lines never change the exit code (they are "
+         "counted in the totals)."),
+        (2, "usage error", "as for every command, and: `--conf` not KEY=VALUE, `--key-fields` naming no field, an "
+         "unknown `--format` or `--input-format`."),
+        (3, "input cannot be used", "an input does not exist (for a Hadoop filesystem URL: as Spark reports it), no "
+         "file under the inputs, or `--out` exists (nothing is ever written into it); or some input files are binary "
+         "data (a `.pt` shard in the log bucket): they are skipped, every other file is classified and written, "
+         "and each skipped file is named on stderr."),
+        _RULES,
+        (7, "Spark missing", "pyspark is not installed (`pip install 'ds-triage[batch]'`, said in one line), or "
+         "Spark could not start: no Java 17+ (JAVA_HOME or java on PATH), a `--master` it cannot reach."),
     ],
     "completion": [
         (0, "printed", "the completion script was printed."),

@@ -36,23 +36,12 @@ def register(subparsers) -> None:
 def add_arguments(parser) -> None:
     """The record and assembly options, shared with `ds-triage serve`."""
     from triage.stream.limits import Limits
-    from triage.stream.records import FORMAT_NAMES
 
     d = Limits()
-    parser.add_argument("--format", choices=FORMAT_NAMES, default="auto",
-                        help="input format (default auto: plain, CRI or JSON, per line)")
-    parser.add_argument("--message-field", metavar="PATH", action="append",
-                        help="field holding the log text (dotted path; repeat to try several; default per format)")
-    parser.add_argument("--key-fields", metavar="PATHS",
-                        help="comma-separated fields naming a stream, e.g. kubernetes.pod_name,host,rank (default per format)")
+    add_record_options(parser)
     parser.add_argument("--idle", type=_positive(float), default=d.idle, metavar="SECONDS",
                         help=f"close an incident after this long without a new trigger line in its stream (default {d.idle:g})")
-    parser.add_argument("--gap", type=_positive(int), default=d.gap, metavar="LINES",
-                        help=f"close an incident after this many lines of its stream without a trigger (default {d.gap})")
-    parser.add_argument("--max-lines", type=_positive(int), default=d.max_lines, metavar="N",
-                        help=f"lines kept per incident, head and tail (default {d.max_lines})")
-    parser.add_argument("--max-bytes", type=_positive(int), default=d.max_bytes, metavar="N",
-                        help=f"bytes kept per incident (default {d.max_bytes})")
+    add_window_options(parser)
     parser.add_argument("--max-open", type=_positive(int), default=d.max_open, metavar="N",
                         help=f"incidents open at once; past it the stalest is emitted early (default {d.max_open})")
     parser.add_argument("--max-held", type=_positive(int), default=d.max_held, metavar="BYTES",
@@ -63,24 +52,54 @@ def add_arguments(parser) -> None:
     add_docs_url_option(parser)
 
 
-def build(args, write):
-    """The StreamTriage the options describe (shared with `serve`)."""
-    from triage.kb import load_rules
-    from triage.stream.assemble import Limits
-    from triage.stream.pipeline import StreamTriage
+def add_record_options(parser, flag: str = "--format") -> None:
+    """How records are read (shared with `batch`, whose input format is --input-format)."""
+    from triage.stream.records import FORMAT_NAMES
+
+    parser.add_argument(flag, dest="input_format", choices=FORMAT_NAMES, default="auto",
+                        help="input format (default auto: plain, CRI or JSON, per line)")
+    parser.add_argument("--message-field", metavar="PATH", action="append",
+                        help="field holding the log text (dotted path; repeat to try several; default per format)")
+    parser.add_argument("--key-fields", metavar="PATHS",
+                        help="comma-separated fields naming a stream, e.g. kubernetes.pod_name,host,rank (default per format)")
+
+
+def add_window_options(parser) -> None:
+    """How long an incident is and what it keeps (shared with `batch`)."""
+    from triage.stream.limits import Limits
+
+    d = Limits()
+    parser.add_argument("--gap", type=_positive(int), default=d.gap, metavar="LINES",
+                        help=f"close an incident after this many lines of its stream without a trigger (default {d.gap})")
+    parser.add_argument("--max-lines", type=_positive(int), default=d.max_lines, metavar="N",
+                        help=f"lines kept per incident, head and tail (default {d.max_lines})")
+    parser.add_argument("--max-bytes", type=_positive(int), default=d.max_bytes, metavar="N",
+                        help=f"bytes kept per incident (default {d.max_bytes})")
+
+
+def decoder(args):
+    """The record Decoder the options describe (stream, serve, batch)."""
     from triage.stream.records import Decoder
 
     keys = tuple(k.strip() for k in args.key_fields.split(",") if k.strip()) if args.key_fields else None
     if args.key_fields is not None and not keys:
         raise UsageError("--key-fields: name at least one field, e.g. --key-fields kubernetes.pod_name")
-    decoder = Decoder(args.format, tuple(args.message_field) if args.message_field else None, keys)
+    return Decoder(args.input_format, tuple(args.message_field) if args.message_field else None, keys)
+
+
+def build(args, write):
+    """The StreamTriage the options describe (shared with `serve`)."""
+    from triage.kb import load_rules
+    from triage.stream.assemble import Limits
+    from triage.stream.pipeline import StreamTriage
+
     limits = Limits(gap=args.gap, idle=args.idle, max_lines=args.max_lines, max_bytes=args.max_bytes,
                     max_open=args.max_open, max_held=args.max_held, max_streams=args.max_streams)
     from triage.errors import BadRules
     from triage.stream.prefilter import UnfilterableRule
 
     try:
-        return StreamTriage(load_rules(args.rules), write, decoder=decoder, limits=limits,
+        return StreamTriage(load_rules(args.rules), write, decoder=decoder(args), limits=limits,
                             decode_all=getattr(args, "decode_all", False))
     except UnfilterableRule as exc:  # `rules lint` refuses such a rule too; a rules dir may skip lint
         raise BadRules(f"{exc}") from None

@@ -294,18 +294,17 @@ class Scanner:
     def _literal(self, key: Key) -> bytes | None:
         """Bytes every raw line of the stream `key` holds (it just opened an incident on the line
         being routed): the JSON text of its most distinctive name. None: read every line."""
-        raw = self._raw
         best, best_shared = None, None
-        for name, value in key:
-            if value in ("True", "False") or not _PLAIN_VALUE.fullmatch(value) or _is_number(value):
-                continue  # a number or a boolean stands in the record unquoted
-            literal = json.dumps(value).encode()
-            if literal not in raw:
-                continue
+        for name, value, literal in key_literals(key, self._raw):
             shared = sum(1 for other in self._recent_keys() if (name, value) in other)
             if best is None or (shared, -len(literal)) < (best_shared, -len(best)):
                 best, best_shared = literal, shared
         return best
+
+    @property
+    def raw_line(self) -> bytes:
+        """The raw line whose records are being added (the assembler may ask)."""
+        return self._raw
 
     def _recent_keys(self, n: int = 64):
         streams = self.assembler.streams
@@ -342,6 +341,19 @@ class Scanner:
             for record in self.decoder.decode(data[pos:end]):
                 self.assembler.add(record, self.lines, None, now)
             pos = end + 1
+
+
+def key_literals(key: Key, raw: bytes) -> list[tuple[str, str, bytes]]:
+    """(name, value, literal) for each part of the stream key whose JSON text (the literal) every
+    raw line of the stream holds, as far as `raw`, one of its lines, shows."""
+    found = []
+    for name, value in key:
+        if value in ("True", "False") or not _PLAIN_VALUE.fullmatch(value) or _is_number(value):
+            continue  # a number or a boolean stands in the record unquoted
+        literal = json.dumps(value).encode()
+        if literal in raw:
+            found.append((name, value, literal))
+    return found
 
 
 def _is_number(text: str) -> bool:
