@@ -128,8 +128,10 @@ class Prefilter:
                     f"{rule.id} {kind}: /{regex.pattern}/ has no fixed text of 4+ characters; "
                     "anchor it on a fixed piece of the message so `ds-triage stream` can prefilter it")
             literals = [Literal(s, found[1]) for s in found[0]]
-            if kind == "pattern" and not cond.exception_scoped:
-                triggers.extend(literals)  # the pattern fires on this line alone
+            # the pattern fires on this line alone; with an exit code it needs the launcher's
+            # exit line too, which triggers by itself: its line is then context
+            if kind == "pattern" and not cond.exception_scoped and cond.exit_code is None:
+                triggers.extend(literals)
                 continue
             scoped = regex is cond.run_line
             key = (regex.pattern, regex.flags, scoped)
