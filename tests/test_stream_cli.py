@@ -118,3 +118,10 @@ def test_binary_garbage_is_not_fatal(cli):
     garbage = bytes(range(256)) * 4000 + b"\n" + "\n".join(env.case_lines(FAILURE)).encode()
     proc, incidents, summary = stream(cli, garbage)
     assert proc.returncode == 0 and len(incidents) == 1
+
+
+def test_the_cli_lists_every_record_format_without_importing_the_decoder():
+    from triage.cli import stream as cli_stream
+    from triage.stream.records import FORMAT_NAMES
+
+    assert cli_stream.FORMAT_NAMES == FORMAT_NAMES

@@ -13,6 +13,10 @@ from triage.cli.output import add_docs_url_option, add_progress_options
 from triage.errors import EXIT_FOUND, EXIT_INTERRUPTED, EXIT_UNKNOWN, UsageError
 from triage.runbook.links import page_ref
 
+# triage.stream.records.FORMAT_NAMES, written out: building the parser must not import the record
+# decoder (msgspec, ~40 ms) on classify's path (tests/test_stream_cli.py checks they are equal)
+FORMAT_NAMES = ("auto", "plain", "cri", "json", "docker", "fluentbit", "vector", "loki", "elasticsearch")
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -54,8 +58,6 @@ def add_arguments(parser) -> None:
 
 def add_record_options(parser, flag: str = "--format") -> None:
     """How records are read (shared with `batch`, whose input format is --input-format)."""
-    from triage.stream.records import FORMAT_NAMES
-
     parser.add_argument(flag, dest="input_format", choices=FORMAT_NAMES, default="auto",
                         help="input format (default auto: plain, CRI or JSON, per line)")
     parser.add_argument("--message-field", metavar="PATH", action="append",
