@@ -42,7 +42,7 @@ _RANK = (
     r"|\((?:raylet|autoscaler|gcs_server)(?:, ip=[0-9A-Fa-f.:]{2,64}| \+[\dhms]{2,16})?\)"
 )
 # _RECORDS first: "[INFO|trainer.py:12]" must not lose only its "[INFO" to _LEVEL.
-PREFIX = re.compile(rf"(?:(?P<tag>{_RECORDS}|{_TIMESTAMP}|{_GLOG}|{_LEVEL})|{_RANK})[ \t]?")
+PREFIX = re.compile(rf"(?:(?P<tag>{_RECORDS}|{_TIMESTAMP}|{_GLOG}|{_LEVEL})|{_RANK}) ?")  # a space after the prefix; a tab there is the line's own (a message's indented line)
 # Full-width forms of ASCII (a translated IDE or console prints `ValueError：`), and the
 # ideographic space: their ASCII, so the traceback parses and rules match.
 _FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
