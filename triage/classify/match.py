@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Callable
 
 from triage.logs.incident import Incident, RaisedException
@@ -57,12 +58,10 @@ class LogView:
     def __init__(self, incident: Incident, lines: list[Line]):
         self.incident = incident
         self.lines = lines
-        self.text = "\n".join(line.text for line in lines)
-        self.starts: list[int] = []
-        offset = 0
-        for line in lines:
-            self.starts.append(offset)
-            offset += len(line.text) + 1
+        texts = [line.text for line in lines]
+        self.text = "\n".join(texts)
+        # each line's offset in text: the running sum of the lengths before it, newlines included
+        self.starts: list[int] = list(accumulate([len(text) + 1 for text in texts], initial=0))[:-1]
         self.exceptions: list[RaisedException] = [e for chain in incident.chains for e in chain.exceptions]
         self.chain_ranks = {id(e): chain.ranks for chain in incident.chains for e in chain.exceptions}
         self._fuzzy: list[tuple[int | None, str]] | None = None
@@ -70,6 +69,7 @@ class LogView:
         self.site_blocks = None  # triage.classify.messages.blocks, once
         self.cut_exceptions = None  # triage.classify.partial.relaxed: the exceptions cut from a paste, once
         self._run_start: int | None = None
+        self._present: dict[str, bool] = {}  # which rule literals text holds (Regex.search), each tested once
 
     def line_text(self, no: int | None) -> str:
         """The normalized text of the line numbered `no` in the original log."""
@@ -77,7 +77,7 @@ class LogView:
         return self.lines[no - 1].text if no is not None and 0 < no <= len(self.lines) else ""
 
     def find_line(self, pattern, run_only: bool = False) -> Line | None:
-        match = pattern.search(self.text, self.run_start if run_only else 0)
+        match = pattern.search(self.text, self.run_start if run_only else 0, present=self._present)
         if match is None:
             return None
         index = bisect.bisect_right(self.starts, match.start()) - 1
