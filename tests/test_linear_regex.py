@@ -78,7 +78,6 @@ SOURCE_REGEXES = {
     "triage.logs.tracebacks._BARE": "match",
     "triage.logs.normalize.ANSI": "sub",
     "triage.logs.normalize.PREFIX": "match",
-    "triage.logs.normalize._LINE_PREFIX": "finditer",
     "triage.logs.runs.RUN_START": "finditer",
     "triage.logs.runs._TRACEBACK": "search",
     "triage.logs.torchrun._RANK": "match",

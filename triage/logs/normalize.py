@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
@@ -51,8 +50,6 @@ _FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # tells a text that needs translating; a regex class over a 5,000-line log costs 10 ms.
 _FULL_WIDTH_MARKS = ("\uff1a", "\uff0c")
 # Ray's log deduplication appends this to a line it has folded.
-# PREFIX at the start of a line after the first, over the whole text: a scan for newlines.
-_LINE_PREFIX = re.compile(rf"\n(?:{PREFIX.pattern})")
 _RAY_REPEATED = re.compile(r" ?\[repeated \d{1,9}x across cluster\]$")
 
 
@@ -77,9 +74,10 @@ def normalize(text: str) -> list[Line]:
         raws.pop()
     if has_escape or full_width or "\r" in text:
         raws = [_clean(raw, has_escape, full_width) for raw in raws]
-        prefixed: Iterable[int] = range(len(raws))
-    else:
-        prefixed = _prefixed_lines(text)
+    # Only the lines a prefix starts go through _strip (a second regex to find them in the
+    # whole text would save less than compiling it costs a cold start).
+    match = PREFIX.match
+    prefixed = [index for index, raw in enumerate(raws) if match(raw)]
     # Most lines carry no prefix: their Line straight from the raw text, without _strip.
     if ray_dedup:
         lines = [_new_line(no, _RAY_REPEATED.sub("", raw.rstrip()).rstrip()) for no, raw in enumerate(raws, start=1)]
@@ -113,21 +111,6 @@ def _clean(raw: str, has_escape: bool, full_width: bool) -> str:
     if full_width:
         raw = raw.translate(_FULL_WIDTH)
     return raw
-
-
-def _prefixed_lines(text: str) -> list[int]:
-    """Indexes of the lines (text.split("\n")) that a prefix starts: one scan of the whole
-    text, as PREFIX never matches a newline (the lines in between need no _strip)."""
-    out: list[int] = [0] if PREFIX.match(text) else []
-    index = 0
-    last = 0
-    count = text.count
-    for match in _LINE_PREFIX.finditer(text):
-        at = match.start()  # the newline that ends the line before
-        index += count("\n", last, at + 1)
-        last = at + 1
-        out.append(index)
-    return out
 
 
 def _line_factory():
