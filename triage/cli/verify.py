@@ -7,7 +7,6 @@ import sys
 from triage.cli.output import add_progress_options, emit
 from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput
 from triage.runbook.links import page_ref
-from triage.probe.result import CONFIRMED, INCONCLUSIVE
 
 
 def register(subparsers) -> None:
@@ -32,6 +31,8 @@ def register(subparsers) -> None:
 
 
 def render(report) -> str:
+    from triage.probe.result import CONFIRMED, INCONCLUSIVE
+
     ckpt = report.probe.ctx.ckpt
     out = [f"checkpoint: {ckpt.root or ckpt.given}" + (f"  tag: {ckpt.tag} (from {ckpt.tag_source})" if ckpt.tag else "")]
     results = report.probe.results.values()

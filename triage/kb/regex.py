@@ -333,14 +333,24 @@ class Regex:
     def engine(self) -> str:
         return "re2" if isinstance(self.compiled(), RE2Pattern) else "re"
 
-    def _absent(self, text: str) -> bool:
-        """True when no literal the pattern needs is in `text` (a substring search: linear)."""
+    def _absent(self, text: str, present: dict[str, bool] | None = None) -> bool:
+        """True when no literal the pattern needs is in `text` (a substring search: linear).
+        `present`: the answers for this same text so far, by literal (rules share literals)."""
         if self._literals is None:
             self._literals = plan(self.pattern, self.flags)[1]
-        return bool(self._literals) and not any(literal in text for literal in self._literals)
+        if present is None:
+            return bool(self._literals) and not any(literal in text for literal in self._literals)
+        for literal in self._literals:
+            found = present.get(literal)
+            if found is None:
+                found = present[literal] = literal in text
+            if found:
+                return False
+        return bool(self._literals)
 
-    def search(self, text: str, pos: int = 0):
-        return None if self._absent(text) else self.compiled().search(text, pos)
+    def search(self, text: str, pos: int = 0, present: dict[str, bool] | None = None):
+        """`present`: a memo of which literals `text` holds, kept by the caller for that one text."""
+        return None if self._absent(text, present) else self.compiled().search(text, pos)
 
     def match(self, text: str):
         return None if self._absent(text) else self.compiled().match(text)

@@ -20,8 +20,10 @@ _VERSIONS = (
     ("checkpoint_deepspeed", re.compile(r"ds_version['\"]?\s*[:=]\s*['\"]?" + _VERSION)),
 )
 # A local path: not preceded by a word, a dot (./rel) or a slash, so that the host and path
-# of a URL (https://host/x, s3://bucket/key) are not taken for one.
-_PATH = re.compile(r"(?<![\w./])(/(?:[\w.@+-]+/)*[\w.@+-]+)")
+# of a URL (https://host/x, s3://bucket/key) are not taken for one. The "/" comes first and
+# the look-behind after it (over the character before the slash): a leading literal lets sre
+# skip from slash to slash, three times faster than a look-behind tried at every offset.
+_PATH = re.compile(r"(/(?<![\w./]/)(?:[\w.@+-]+/)*[\w.@+-]+)")
 _SHARD = re.compile(
     r"(?:zero_pp_rank_\d+_mp_rank_\d+_(?:model|optim)_states\.pt"
     r"|bf16_zero_pp_rank_\d+_mp_rank_\d+_optim_states\.pt"
@@ -36,6 +38,7 @@ _SIZE = re.compile(
     rf" from checkpoint, the shape in current model is (?P<model>{_SHAPE}|[^.\s]+)"
 )
 _KEYS = re.compile(r"(?P<kind>Missing|Unexpected) key\(s\) in state_dict: (?P<keys>.*)")
+_KEYS_LITERAL = " key(s) in state_dict: "
 _QUOTED = re.compile(r'"([^"]+)"')
 MAX_ITEMS = 200  # keep JSON small on a log that lists 10,000 keys
 
@@ -71,7 +74,8 @@ def extract(lines: list[Line], incident) -> None:
         incident.size_mismatches.append(
             {"param": match["param"].strip(), "checkpoint": _shape(match["ckpt"]), "model": _shape(match["model"])}
         )
-    for match in _KEYS.finditer(text):
+    # _KEYS starts on an alternation sre tries at every offset: only when its literal is there.
+    for match in _KEYS.finditer(text) if _KEYS_LITERAL in text else ():
         target = incident.missing_keys if match["kind"] == "Missing" else incident.unexpected_keys
         for key in _QUOTED.findall(match["keys"]):
             if len(target) < MAX_ITEMS and key not in target:

@@ -63,7 +63,6 @@ class Line:
 
 
 def normalize(text: str) -> list[Line]:
-    lines: list[Line] = []
     has_escape = "\x1b" in text
     ray_dedup = "x across cluster]" in text
     # str.translate goes character by character: only for a text that holds a full-width form
@@ -73,28 +72,67 @@ def normalize(text: str) -> list[Line]:
     raws = text.split("\n")
     if raws and raws[-1] == "":
         raws.pop()
+    if has_escape or full_width or "\r" in text:
+        raws = [_clean(raw, has_escape, full_width) for raw in raws]
+    # Only the lines a prefix starts go through _strip (a second regex to find them in the
+    # whole text would save less than compiling it costs a cold start).
+    match = PREFIX.match
+    prefixed = [index for index, raw in enumerate(raws) if match(raw)]
+    # Most lines carry no prefix: their Line straight from the raw text, without _strip.
+    if ray_dedup:
+        lines = [_new_line(no, _RAY_REPEATED.sub("", raw.rstrip()).rstrip()) for no, raw in enumerate(raws, start=1)]
+    else:
+        lines = [_new_line(no, raw.rstrip()) for no, raw in enumerate(raws, start=1)]
     outer_only: list[int] = []  # lines whose rank only an outer label (srun, Open MPI) gave
     inner = False  # some line carries torch's own [rankN] tag
-    for no, raw in enumerate(raws, start=1):
-        if has_escape:
-            raw = ANSI.sub("", raw)
-        if "\r" in raw:  # CRLF, or a redraw in place: keep what was shown last
-            raw = raw.rstrip("\r").rsplit("\r", 1)[-1]
-        if full_width:
-            raw = raw.translate(_FULL_WIDTH)
-        text_, rank, tagged, labels, torch_tag = _strip(raw)
+    for index in prefixed:
+        text_, rank, tagged, labels, torch_tag = _strip(raws[index])
+        if rank is None and not tagged and not labels:
+            continue  # no prefix: the line built above
         if ray_dedup:
             text_ = _RAY_REPEATED.sub("", text_.rstrip())
         inner = inner or torch_tag
         if rank is not None and not torch_tag:
-            outer_only.append(len(lines))
-        lines.append(Line(no, text_.rstrip(), rank, tagged, labels))
+            outer_only.append(index)
+        lines[index] = Line(index + 1, text_.rstrip(), rank, tagged, labels)
     if inner:
         # srun --label in front of torchrun names the srun task (a node), not a rank: where
         # torch tags its ranks' lines itself, the lines it does not tag (the launcher's) have none.
         for i in outer_only:
             lines[i] = replace(lines[i], rank=None)
     return lines
+
+
+def _clean(raw: str, has_escape: bool, full_width: bool) -> str:
+    if has_escape:
+        raw = ANSI.sub("", raw)
+    if "\r" in raw:  # CRLF, or a redraw in place: keep what was shown last
+        raw = raw.rstrip("\r").rsplit("\r", 1)[-1]
+    if full_width:
+        raw = raw.translate(_FULL_WIDTH)
+    return raw
+
+
+def _line_factory():
+    """Line(no, text) for an unprefixed line, with its slots set directly: a frozen
+    dataclass's __init__ goes through object.__setattr__ per field, twice the cost."""
+    new = object.__new__
+    set_no, set_text, set_rank = Line.no.__set__, Line.text.__set__, Line.rank.__set__  # type: ignore[attr-defined]
+    set_tagged, set_labels = Line.tagged.__set__, Line.labels.__set__  # type: ignore[attr-defined]
+
+    def make(no: int, text: str) -> Line:
+        line = new(Line)
+        set_no(line, no)
+        set_text(line, text)
+        set_rank(line, None)
+        set_tagged(line, False)
+        set_labels(line, 0)
+        return line
+
+    return make
+
+
+_new_line = _line_factory()
 
 
 def strip_prefixes(raw: str) -> tuple[str, int | None, bool]:

@@ -25,7 +25,7 @@ def failing_run_start(text: str, end: int | None = None) -> int:
     if end is None:
         first = _TRACEBACK.search(text)
         end = first.start() if first else len(text)
-    last = None
-    for last in RUN_START.finditer(text, 0, end):
-        pass
-    return text.rfind("\n", 0, last.start()) + 1 if last else 0
+    # The last start text before `end`: a reverse substring search per text, not RUN_START tried
+    # at every offset. Where two overlap ("... in DeepSpeed info: version="), both are on one line.
+    last = max(text.rfind(start, 0, end) for start in RUN_START_TEXTS)
+    return text.rfind("\n", 0, last) + 1 if last >= 0 else 0
