@@ -52,14 +52,17 @@ def test_triage_confirms_from_the_log_without_model_or_config_options(case_id, c
 
 
 @pytest.mark.slow
-def test_when_every_hypothesis_is_refuted_the_probes_finding_is_the_verdict(cli):
+def test_a_stage_0_save_loaded_at_stage_2_is_confirmed_against_the_other_causes_of_its_error(cli):
     # ZeRO-0 saved, stage-2 load: the log's FileNotFoundError reads like a missing or
-    # precision-switched optimizer shard, both refuted; the checkpoint shows the stage change.
+    # precision-switched optimizer shard (both refuted) or a stage-0 save (DS-Z004), which the
+    # checkpoint confirms. (A verdict from the probes alone, every hypothesis refuted:
+    # tests/test_probe_consistency.py.)
     case = "zero0-saved-stage2-load-dp1"
     data = json.loads(cli("triage", "--log", CASES / f"{case}.log", "--ckpt", pc.scenario(case), "--json").stdout)
-    assert {h["status"] for h in data["hypotheses"]} == {"refuted"}
-    assert data["verdict"]["category"] == "zero_stage_mismatch" and data["verdict"]["rule_id"] is None
-    assert data["verdict"]["source"] == "probes" and "stage_differs" in data["verdict"]["reason"]
+    status = {h["rule_id"]: h["status"] for h in data["hypotheses"]}
+    assert status["DS-F002"] == status["DS-C001"] == "refuted" and status["DS-Z004"] == "confirmed", status
+    assert data["verdict"]["category"] == "zero_stage_mismatch" and data["verdict"]["rule_id"] == "DS-Z004"
+    assert data["verdict"]["status"] == "confirmed" and data["verdict"]["source"] == "log"
 
 
 @pytest.mark.slow
