@@ -39,19 +39,15 @@ def register(subparsers) -> None:
 
 def add_arguments(parser) -> None:
     """The record and assembly options, shared with `ds-triage serve`."""
-    from triage.stream.limits import Limits
-
-    d = Limits()
     add_record_options(parser)
-    parser.add_argument("--idle", type=_positive(float), default=d.idle, metavar="SECONDS",
-                        help=f"close an incident after this long without a new trigger line in its stream (default {d.idle:g})")
+    _limit_option(parser, "--idle", "SECONDS",
+                  "close an incident after this long without a new trigger line in its stream")
     add_window_options(parser)
-    parser.add_argument("--max-open", type=_positive(int), default=d.max_open, metavar="N",
-                        help=f"incidents open at once; past it the stalest is emitted early (default {d.max_open})")
-    parser.add_argument("--max-held", type=_positive(int), default=d.max_held, metavar="BYTES",
-                        help=f"bytes all open incidents may hold together; past it the stalest is emitted early (default {d.max_held})")
-    parser.add_argument("--max-streams", type=_positive(int), default=d.max_streams, metavar="N",
-                        help=f"streams remembered; past it the least recent is forgotten, its incident emitted (default {d.max_streams})")
+    for flag, metavar, what in (
+            ("--max-open", "N", "incidents open at once; past it the stalest is emitted early"),
+            ("--max-held", "BYTES", "bytes all open incidents may hold together; past it the stalest is emitted early"),
+            ("--max-streams", "N", "streams remembered; past it the least recent is forgotten, its incident emitted")):
+        _limit_option(parser, flag, metavar, what)
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     add_docs_url_option(parser)
 
@@ -68,15 +64,22 @@ def add_record_options(parser, flag: str = "--format") -> None:
 
 def add_window_options(parser) -> None:
     """How long an incident is and what it keeps (shared with `batch`)."""
+    for flag, metavar, what in (
+            ("--gap", "LINES", "close an incident after this many lines of its stream without a trigger"),
+            ("--max-lines", "N", "lines kept per incident, head and tail"),
+            ("--max-bytes", "N", "bytes kept per incident")):
+        _limit_option(parser, flag, metavar, what)
+
+
+def _limit_option(parser, flag: str, metavar: str, what: str) -> None:
+    """A field of Limits (`--max-open` is Limits.max_open) as a positive option of its type, its
+    default in the help."""
     from triage.stream.limits import Limits
 
-    d = Limits()
-    parser.add_argument("--gap", type=_positive(int), default=d.gap, metavar="LINES",
-                        help=f"close an incident after this many lines of its stream without a trigger (default {d.gap})")
-    parser.add_argument("--max-lines", type=_positive(int), default=d.max_lines, metavar="N",
-                        help=f"lines kept per incident, head and tail (default {d.max_lines})")
-    parser.add_argument("--max-bytes", type=_positive(int), default=d.max_bytes, metavar="N",
-                        help=f"bytes kept per incident (default {d.max_bytes})")
+    default = getattr(Limits(), flag[2:].replace("-", "_"))
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    parser.add_argument(flag, type=_positive(type(default)), default=default, metavar=metavar,
+                        help=f"{what} (default {shown})")
 
 
 def decoder(args):
