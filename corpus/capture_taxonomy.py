@@ -107,6 +107,19 @@ def direct_inference_json_checkpoints_dict(ckpt):
                                             {"non_tp": ["non-tp.pt"], "tp": ["tp_00_00.pt"]}})
 
 
+def direct_optimizer_state_from_weights_file(ckpt):
+    """optimizer.load_state_dict(torch.load(<weights-only file>)): a resume hands the optimizer a
+    file that holds the model's weights and no optimizer state (a weights-only release or export)."""
+    import torch
+    from corpus.workers.common import build_model
+    model = build_model("base")
+    weights = Path(ckpt).parent / "weights-only" / "pytorch_model.bin"
+    weights.parent.mkdir(exist_ok=True)
+    torch.save(model.state_dict(), weights)
+    optimizer = torch.optim.AdamW(model.parameters())
+    optimizer.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+
+
 DIRECT = {
     "load-checkpoint-unknown-kwarg": direct_load_checkpoint_unknown_kwarg,
     "hf-deepspeed-init-resume-kwarg": direct_hf_deepspeed_init_resume_kwarg,
@@ -115,6 +128,7 @@ DIRECT = {
     "lightning-plain-file": direct_lightning_plain_file,
     "inference-checkpoint-wrong-type": direct_inference_checkpoint_wrong_type,
     "inference-json-checkpoints-dict": direct_inference_json_checkpoints_dict,
+    "optimizer-state-from-weights-file": direct_optimizer_state_from_weights_file,
 }
 
 

@@ -107,9 +107,5 @@ def test_field_accuracy_does_not_regress(field_outcomes):
     assert top1 >= TOP1_FLOOR and top3 >= TOP3_FLOOR, f"top-1 {top1}, top-3 {top3}; misclassified:\n{missed}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 17's goal for the field set (top-1 >= 0.90, top-3 >= 0.97, no negative diagnosed) is not met: "
-    "top-1 61/73 = 83.6%, top-3 62/73 = 84.9%, negatives 0/6 (README, Measured); strict: when this passes, "
-    "drop the mark"))
 def test_field_set_meets_the_issue_17_goals(field_outcomes):
     assert evaluate(field_outcomes, TOP1_GOAL, TOP3_GOAL).passed

@@ -53,6 +53,10 @@ def parse_chains(lines: list[Line]) -> list[Chain]:
             chains.append(chain)
     if not chains:
         chains = _bare_exceptions(lines)
+    for chain in chains:
+        # Python prints at least one frame: a header over none is a paste that dropped them all,
+        # and shows no more of where the error was raised than the last line alone.
+        chain.bare = chain.bare or not any(exc.frames for exc in chain.exceptions)
     chains.sort(key=lambda c: c.exceptions[0].frames[0].log_line if c.exceptions[0].frames else c.final.log_line)
     return collapse(chains)
 
