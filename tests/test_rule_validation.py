@@ -88,6 +88,19 @@ def test_duplicate_ids_across_files(tmp_path):
     assert any("same id" in p for p in problems)
 
 
+def test_a_special_case_must_be_another_existing_rule(tmp_path):
+    directory = _rules_dir(tmp_path, {
+        "DS-T001-a.yaml": _valid_rule(**{"signature:": "special_cases: [DS-T002, DS-T009]\n        signature:"}),
+        "DS-T002-b.yaml": _valid_rule("DS-T002", **{"A test rule about a bare assertion": "A narrower test rule",
+                                                   "exception: AssertionError": "exception: KeyError",
+                                                   "signature:": "special_cases: [DS-T002]\n        signature:"}),
+    })
+    problems = sorted(_problems(directory))
+    assert len(problems) == 2, problems
+    assert "DS-T001-a.yaml:8: special case DS-T009 is no rule" in problems[0]
+    assert "DS-T002-b.yaml:8: special case DS-T002 is the rule itself" in problems[1]
+
+
 def test_duplicate_yaml_key(tmp_path):
     text = _valid_rule().replace("status: experimental", "status: experimental\n        status: stable")
     [problem] = _problems(_rules_dir(tmp_path, {"DS-T001-test.yaml": text}))

@@ -187,8 +187,16 @@ def linear_problems(source: RuleSource) -> list[str]:
 
 
 def cross_rule_problems(sources: list[RuleSource]) -> list[str]:
-    """Checks across rules: unique ids and titles, no two identical signatures."""
+    """Checks across rules: unique ids and titles, no two identical signatures, special cases
+    that are other existing rules."""
     out = []
+    ids = {source.data["id"] for source in sources}
+    for source in sources:
+        for index, other in enumerate(source.data.get("special_cases", [])):
+            if other == source.data["id"] or other not in ids:
+                what = "the rule itself" if other == source.data["id"] else "no rule"
+                out.append(f"{source.path}:{source.line_of(('special_cases', index))}: special case {other} is {what}. "
+                           "Name another rule's id")
     seen: dict[str, dict[str, str]] = {"id": {}, "title": {}, "signature": {}}
     for source in sources:
         rule = source.data

@@ -13,8 +13,8 @@ them:
    summary) count in full, the cause at 0.85 (it also discusses neighbouring failures).
    A rule's score is its best field; each other kind of field that matches (90 or more)
    adds `SUPPORT` to its rank, not to the score shown.
-3. A rule whose cause names another rule (DS-M001's cause lists DS-M004) is its general
-   case: when both match, the general rule ranks with its best special case and before
+3. A rule that lists another as a special case (`special_cases`: DS-M001 lists DS-M004) is
+   its general case: when both match, the general rule ranks with its best special case and before
    it. A query rarely carries the detail that singles out a special case, and the general
    page names them all. Ties then go to the lower priority (the more general rule), then
    the id.
@@ -38,7 +38,6 @@ MAX_RESULTS = 8
 # Matched literally only: `KeyError` is 75% similar to `EOFError`, and means nothing alike.
 LITERAL_FIELDS = ("id", "exception")
 _ID = re.compile(r"(?i)^(?:ds-?)?([a-z])-?(\d{3})$")
-_RULE_REF = re.compile(r"\bDS-[A-Z]\d{3}\b")
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class Field:
 class Entry:
     rule: Rule
     fields: tuple[Field, ...]
-    names: frozenset[str]  # rule ids its cause names: its special cases
+    special_cases: frozenset[str]  # ids of the narrower rules it is the general case of
 
 
 @dataclass(frozen=True)
@@ -112,8 +111,7 @@ def _entry(rule: Rule) -> Entry:
     raw += [("message", text, 1.0) for text in messages]
     raw += [("phrase", p["text"], 1.0) for p in data["signature"].get("phrases", [])]
     fields = tuple(Field(name, " ".join(text.split()), normalize(text), weight) for name, text, weight in raw if normalize(text))
-    names = frozenset(_RULE_REF.findall(data["cause"])) - {rule.id}
-    return Entry(rule, fields, names)
+    return Entry(rule, fields, frozenset(data.get("special_cases", ())))
 
 
 def search(index: list[Entry], query: str, limit: int = MAX_RESULTS) -> Found:
@@ -132,7 +130,7 @@ def search(index: list[Entry], query: str, limit: int = MAX_RESULTS) -> Found:
     for rule_id, entry in by_id.items():
         if scored[rule_id][0] < GOOD:
             continue
-        children = [rank[c] for c in entry.names if c in rank and scored[c][0] >= GOOD]
+        children = [rank[c] for c in entry.special_cases if c in rank and scored[c][0] >= GOOD]
         if children and max(children) >= rank[rule_id]:
             rank[rule_id] = max(children)
             parent.add(rule_id)

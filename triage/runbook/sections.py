@@ -145,7 +145,7 @@ def page(rule: Rule, example: Example | None) -> list[Section]:
     body = {
         "What it means": [Para([data["summary"]])],
         "Symptoms": _symptoms(rule, example),
-        "Why it happens": [Para([data["cause"].strip()], paragraphs=True)],
+        "Why it happens": [Para([data["cause"].strip()], paragraphs=True)] + _special_cases(data),
         "Signature": signature_blocks(data["signature"]),
         "How to verify": _verify(data),
         "Fix": [Items([_fix_item(step) for step in data["fix"]], ordered=True)],
@@ -155,6 +155,11 @@ def page(rule: Rule, example: Example | None) -> list[Section]:
         "Examples": _examples(data["examples"]),
     }
     return [Section(name, body[name], docs_only) for name, docs_only in SECTION_ORDER]
+
+
+def _special_cases(data: dict) -> list[Block]:
+    cases = data.get("special_cases")
+    return [Para([f"Narrower causes with their own rules: {', '.join(cases)}."])] if cases else []
 
 
 def conditions(spec: dict) -> list[list[Span]]:
