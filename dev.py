@@ -64,7 +64,10 @@ def main(argv: list[str]) -> int:
         return subprocess.run([str(BIN / "ds-triage"), "classify", str(DEMO_LOG), *argv[1:]], env=env()).returncode
     if what == "test":
         setup("full")
-        code = subprocess.run([str(PY), "-m", "pytest", "-q", *argv[1:]], cwd=ROOT, env=env()).returncode
+        # One worker per core, each file on one worker (its module fixtures, real checkpoints
+        # among them, are built once); `-n 0` after `test` runs it in this process.
+        parallel = ["-n", "auto", "--dist", "loadfile"]
+        code = subprocess.run([str(PY), "-m", "pytest", "-q", *parallel, *argv[1:]], cwd=ROOT, env=env()).returncode
         return 1 if code == 5 else code  # 5: no tests collected is a failure, not a pass
     print(__doc__, file=sys.stderr)
     return 2

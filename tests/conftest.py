@@ -9,6 +9,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
 
 
+def pytest_collection_modifyitems(items):
+    """The files of real DeepSpeed runs first: run in parallel (`dev.py test` passes `-n auto
+    --dist loadfile`), a minute-long file collected last would run alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def rules():
     from tests.session import session_rules
