@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("corpus", nargs="?", metavar="CORPUS_DIR", help="corpus directory holding manifest.yaml (default: the bundled corpus/)")
     parser.add_argument("--set", dest="set_name", choices=("corpus", "field"), default="corpus",
                         help="corpus: the captured DeepSpeed runs (default); field: users' pastes written from "
-                        "public threads, each citing its thread, scored against issue 17's goals")
+                        "public threads, each citing its thread, scored against the field gates above")
     parser.add_argument("--json", action="store_true", help=f"print the JSON result ({page_ref('reference/eval')})")
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     parser.add_argument("--pastes", action="store_true",
