@@ -1,4 +1,4 @@
-"""`ds-triage eval`'s accuracy per DeepSpeed / torch release pair (issue 18, point 2)."""
+"""`ds-triage eval`'s accuracy per DeepSpeed / torch release pair and per framework."""
 
 import json
 
@@ -89,3 +89,45 @@ def test_committed_corpus_groups_every_pair(cli):
     assert set(by_release) == pairs and len(pairs) >= 4
     assert sum(row["cases"] for row in by_release.values()) == data["accuracy"]["cases"]
     assert sum(row["clean"] for row in by_release.values()) == data["clean"]["cases"]
+
+
+def fw(case_id, kind, expected, guess, framework):
+    guesses = (Guess("DS-X001", guess, 0.8),) if guess else ()
+    return Outcome(Case(case_id, f"cases/{case_id}.log", kind, expected, None, None, NEW, framework), guesses)
+
+
+def test_tally_per_framework_direct_first_then_by_name():
+    result = evaluate([
+        fw("a", "failure", ZERO, ZERO, "transformers Trainer"),
+        fw("b", "failure", ZERO, MISSING, "accelerate"),
+        fw("c", "failure", MISSING, MISSING, None),
+        fw("d", "clean", None, None, "accelerate"),
+        fw("e", "negative", "unknown", None, "lightning"),
+    ])
+    data = result.to_json()["accuracy"]["by_framework"]
+    assert list(data) == ["DeepSpeed directly", "accelerate", "lightning", "transformers Trainer"]
+    assert (data["accelerate"]["cases"], data["accelerate"]["top1"], data["accelerate"]["missed"]) == (1, 0, ["b"])
+    assert (data["accelerate"]["clean"], data["lightning"]["negatives"]) == (1, 1)
+    assert data["transformers Trainer"]["top1_rate"] == 1.0
+    text = render(result, "corpus", 1)
+    assert "accuracy per framework" in text
+    plain = evaluate([fw("x", "failure", ZERO, ZERO, None)])
+    assert plain.to_json()["accuracy"]["by_framework"] == {} and "per framework" not in render(plain, "corpus", 1)
+
+
+def test_a_case_framework_is_its_layouts_else_its_packages(tmp_path):
+    write_corpus(tmp_path, [
+        {"id": "a", "log": "cases/a.log", "kind": "failure", "expected_category": ZERO,
+         "layout": {"stage": 2, "framework": "accelerate"}, "frameworks": {"accelerate": "1.15.0", "transformers": "5.18.0"}},
+        {"id": "b", "log": "cases/b.log", "kind": "negative", "expected_category": "unknown", "frameworks": {"lightning": "2.6.6"}},
+        {"id": "c", "log": "cases/c.log", "kind": "clean", "layout": {"stage": 2}},
+    ], {"cases/a.log": "x\n", "cases/b.log": "y\n", "cases/c.log": "z\n"})
+    assert [c.framework for c in load_cases(tmp_path)] == ["accelerate", "lightning", None]
+
+
+def test_committed_corpus_shows_each_framework_beside_direct_loads(cli):
+    data = json.loads(cli("eval", "--json").stdout)
+    by_framework = data["accuracy"]["by_framework"]
+    assert {"DeepSpeed directly", "accelerate", "transformers Trainer", "transformers + PEFT"} <= set(by_framework)
+    assert sum(row["cases"] for row in by_framework.values()) == data["accuracy"]["cases"]
+    assert sum(row["clean"] for row in by_framework.values()) == data["clean"]["cases"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from triage import progress
 from triage.errors import BadInput
 from triage.eval.evaluate import KINDS, LABELLED, Case, Outcome, outcome_from_report
-from triage.eval.releases import release_of
+from triage.eval.releases import framework_of, release_of
 
 MANIFEST = "manifest.yaml"
 
@@ -63,7 +63,7 @@ def _case(entry, number: int, manifest: Path) -> Case | None:
         raise BadInput(f"{where}: a {entry['kind']} case needs expected_category")
     return Case(str(entry["id"]), str(entry["log"]), entry["kind"],
                 entry.get("expected_category"), entry.get("expected_rule"), entry.get("url"),
-                release_of(entry.get("deepspeed"), entry.get("torch")))
+                release_of(entry.get("deepspeed"), entry.get("torch")), framework_of(entry))
 
 
 def read_case_log(corpus_dir: str | Path, case: Case):

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from triage.eval.ambiguity import same_log_groups, unreachable
-from triage.eval.releases import ReleaseTally, by_release
+from triage.eval.releases import ReleaseTally, by_framework, by_release
 
 SCHEMA_VERSION = 1
 KINDS = ("failure", "silent", "negative", "clean")
@@ -30,6 +30,7 @@ class Case:
     expected_rule: str | None = None
     url: str | None = None  # the public thread a field-set case was written from
     release: str | None = None  # the DeepSpeed / torch pair the case ran (triage.eval.releases.release_of)
+    framework: str | None = None  # what called DeepSpeed, if not the case's own code (releases.framework_of)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class Evaluation:
     top1_gate: float = TOP1_GATE
     top3_gate: float | None = None  # the field set's top-3 goal; None: not gated
     by_release: dict[str, ReleaseTally] = field(default_factory=dict)
+    by_framework: dict[str, ReleaseTally] = field(default_factory=dict)
 
     @property
     def top1_ceiling(self) -> int:
@@ -174,6 +176,7 @@ class Evaluation:
                 **self.overall.to_json(),
                 "by_category": {c: t.to_json() for c, t in sorted(self.by_category.items())},
                 "by_release": {r: t.to_json() for r, t in self.by_release.items()},
+                "by_framework": {f: t.to_json() for f, t in self.by_framework.items()},
             },
             "confusion": {e: dict(sorted(row.items())) for e, row in sorted(self.confusion.items())},
             "negatives": {
@@ -253,7 +256,8 @@ def evaluate(outcomes: list[Outcome], top1_gate: float = TOP1_GATE, top3_gate: f
                if o.case.kind in LABELLED and o.fingerprint]
     result = Evaluation(counts, overall, by_category, confusion, misclassified, negatives, diagnosed,
                         clean, fired, rule_cases, rule_wrong, list(outcomes), same_log_groups(printed),
-                        top1_gate=top1_gate, top3_gate=top3_gate, by_release=by_release(outcomes, Tally))
+                        top1_gate=top1_gate, top3_gate=top3_gate, by_release=by_release(outcomes, Tally),
+                        by_framework=by_framework(outcomes, Tally))
     result.gates = gates(result, top1_gate, top3_gate)
     return result
 

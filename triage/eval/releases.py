@@ -1,8 +1,11 @@
-"""Accuracy per DeepSpeed / torch release pair: the releases each manifest case really ran.
+"""Accuracy per group of cases: per DeepSpeed / torch release pair and per framework.
 
 A case's release is its manifest's `deepspeed` and `torch` fields (the versions the generating run
 imported); cases without them are grouped as "release not recorded". Pairs sort by DeepSpeed
-release, then torch release, oldest first.
+release, then torch release, oldest first. A case's framework is its layout's `framework` (the
+transformers Trainer, accelerate, PEFT: what called DeepSpeed or loaded the files), else the
+framework packages it records; a case with neither loaded through DeepSpeed itself, and that group
+comes first.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 NOT_RECORDED = "release not recorded"
+DIRECT = "DeepSpeed directly"
 
 
 def release_of(deepspeed, torch) -> str | None:
@@ -18,6 +22,16 @@ def release_of(deepspeed, torch) -> str | None:
     if not deepspeed and not torch:
         return None
     return f"deepspeed {deepspeed or '?'}, torch {torch or '?'}"
+
+
+def framework_of(entry: dict) -> str | None:
+    """The framework label of a manifest entry: its layout's `framework` ("transformers Trainer"),
+    else the packages its `frameworks` records ("lightning"); None: DeepSpeed directly."""
+    layout = entry.get("layout")
+    if isinstance(layout, dict) and layout.get("framework"):
+        return str(layout["framework"])
+    packages = entry.get("frameworks")
+    return " + ".join(sorted(map(str, packages))) if isinstance(packages, dict) and packages else None
 
 
 def _order(label: str) -> tuple:
@@ -44,10 +58,24 @@ def by_release(outcomes, tally_type) -> dict[str, ReleaseTally]:
     """Release label -> ReleaseTally, in release order; {} when no case records its release."""
     if not any(o.case.release for o in outcomes):
         return {}
+    result = _tallies(outcomes, tally_type, lambda case: case.release or NOT_RECORDED)
+    return {label: result[label] for label in sorted(result, key=_order)}
+
+
+def by_framework(outcomes, tally_type) -> dict[str, ReleaseTally]:
+    """Framework label -> ReleaseTally, DeepSpeed directly first, then by name; {} when no case
+    went through a framework."""
+    if not any(o.case.framework for o in outcomes):
+        return {}
+    result = _tallies(outcomes, tally_type, lambda case: case.framework or DIRECT)
+    return {label: result[label] for label in sorted(result, key=lambda label: (label != DIRECT, label))}
+
+
+def _tallies(outcomes, tally_type, label_of) -> dict[str, ReleaseTally]:
     result: dict[str, ReleaseTally] = {}
     for outcome in outcomes:
         case = outcome.case
-        row = result.setdefault(case.release or NOT_RECORDED, ReleaseTally(tally_type()))
+        row = result.setdefault(label_of(case), ReleaseTally(tally_type()))
         if case.kind in ("failure", "silent"):
             row.labelled.add(outcome)
             if outcome.category != case.expected_category:
@@ -58,13 +86,14 @@ def by_release(outcomes, tally_type) -> dict[str, ReleaseTally]:
         elif case.kind == "clean":
             row.clean += 1
             row.clean_fired += bool(outcome.guesses)
-    return {label: result[label] for label in sorted(result, key=_order)}
+    return result
 
 
-def render_releases(rows: dict[str, ReleaseTally], table, pct) -> list[str]:
+def render_groups(title: str, rows: dict[str, ReleaseTally], table, pct) -> list[str]:
+    """A table of per-group accuracy headed `title` ("accuracy per release pair"), or nothing."""
     if not rows:
         return []
-    out = [["accuracy per release pair", "cases", "top-1", "top-3", "unknown", "negatives diagnosed", "clean fired"]]
+    out = [[title, "cases", "top-1", "top-3", "unknown", "negatives diagnosed", "clean fired"]]
     for label, row in rows.items():
         t = row.labelled
         out.append([label, str(t.cases), f"{t.top1} {pct(t.top1, t.cases)}", f"{t.top3} {pct(t.top3, t.cases)}",

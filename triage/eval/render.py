@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from triage.eval.evaluate import Evaluation, Guess, Outcome
-from triage.eval.releases import render_releases
+from triage.eval.releases import render_groups
 
 
 def table(rows: list[list[str]], right: set[int] = frozenset(), indent: str = "  ") -> list[str]:
@@ -31,7 +31,8 @@ def render(result: Evaluation, corpus: str, rule_count: int, set_name: str = "co
     kinds = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("failure", "silent", "negative", "clean"))
     label = "corpus" if set_name == "corpus" else f"{set_name} set"
     out = [f"{label} {corpus}: {counts['total']} logs ({kinds}); {rule_count} rules", ""]
-    out += _accuracy(result) + [""] + render_releases(result.by_release, table, _pct) + _confusion(result) + [""]
+    out += _accuracy(result) + [""] + render_groups("accuracy per release pair", result.by_release, table, _pct)
+    out += render_groups("accuracy per framework", result.by_framework, table, _pct) + _confusion(result) + [""]
     out += _negatives(result) + _clean(result) + _rules(result) + [""]
     out += _misclassified(result) + [""] + _same_log(result) + [""]
     worst = result.worst
