@@ -15,14 +15,16 @@ SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repai
                "batch", "completion")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with `only` that one subcommand's: each subcommand module
+    imports what its options need, and a run of one command need not pay for all fourteen."""
     parser = argparse.ArgumentParser(
         prog="ds-triage",
         description="Diagnose DeepSpeed checkpoint-loading failures. Exit codes: each subcommand's --help.",
     )
     parser.add_argument("--version", action="version", version=f"ds-triage {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in (only,) if only else SUBCOMMANDS:
         module = __import__(f"triage.cli.{name}", fromlist=["register"])
         module.register(subparsers)
     for name, sub in subparsers.choices.items():
@@ -46,8 +48,13 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
 
 
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line, when it comes first (options may follow it)."""
+    return argv[0] if argv and argv[0] in SUBCOMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command(sys.argv[1:] if argv is None else argv))
     args = parse(parser, argv)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
