@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -172,6 +171,8 @@ def _read_cache(path: Path) -> list[dict] | None:
 
 def _write_cache(path: Path, data: list[dict]) -> None:
     # Best effort: a read-only home must not stop a diagnosis.
+    import tempfile  # a cache miss only; most runs read the cache
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rules-")
