@@ -271,9 +271,11 @@ def test_in_a_real_terminal_a_paste_without_bracketed_paste_is_one_message(tmp_p
         tmux("load-buffer", "-b", "trace", str(chained))
         tmux("paste-buffer", "-d", "-b", "trace", "-t", "chat")  # no -p: keys, not a bracketed paste
         tmux.wait_for("is invalid for input of size 516")
-        tmux.settle()  # every pasted key handled: the person's Enter comes after the paste
+        # every pasted key handled (a second without a change: the suite runs beside real DeepSpeed
+        # loads, and a loaded machine draws late): the person's Enter comes after the paste
+        tmux.settle(quiet=1.0)
         tmux.type()
-        screen = tmux.wait_for("Likely causes")
+        screen = tmux.wait_for("Likely causes", deadline=60)
         assert screen.count("Likely causes") == 1 and "Unknown command" not in screen
         assert "That does not work" not in screen and "Please answer" not in screen
     finally:
