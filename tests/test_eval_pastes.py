@@ -79,12 +79,15 @@ def test_eval_pastes_reports_every_variant_and_validates(cli):
         assert row["top3"] >= row["top1"] and row["whole_log_top1"] is not None
         # no classifier beats the ceiling; the negative gate holds on pastes too (issue 17)
         assert row["top1_ceiling"] >= row["top1"] and row["negatives"] > 0 and row["negatives_diagnosed"] == 0
+        # the points a better reading could still win: the ceiling's lead over the variant's top-1
+        assert abs(row["top1_points_below_ceiling"] - 100 * (row["top1_ceiling"] - row["top1"])) <= 0.1
     # every bare `AssertionError` line is the same text: the exception line alone cannot reach the whole log
     assert rows["exception line only"]["top1_ceiling"] < rows["exception line only"]["whole_log_top1"]
     for prefixed in (name for name in rows if name.startswith("behind ")):  # other loggers' prefixes cost nothing
         assert rows[prefixed]["top1"] == rows[prefixed]["whole_log_top1"], prefixed
     text = cli("eval", "--pastes").stdout.decode()
     assert "pastes (each labelled log with a traceback" in text and "exception line only *" in text
+    assert "below ceiling" in text
 
 
 def test_cuts_count_lines_as_classify_does_past_a_progress_bar(rules):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from triage.classify.bare import bare_hypotheses
 from triage.classify.commands import guess_checkpoint
 from triage.kb import RuleSet, load_rules
 from triage.kb.api_history import api_history
@@ -20,6 +21,7 @@ def classify(text: str, *, rules: RuleSet | None = None, truncated: bool = False
     def extend(view, scored):
         if sites:
             site_hypotheses(view, sites, rules.rules, scored)
+        bare_hypotheses(view, rules.rules, rules.bare_reports, scored)
 
     hypotheses = rank(incident, lines, rules.rules, relax=relaxed, extend=extend)
     known = guess_checkpoint(incident.paths)

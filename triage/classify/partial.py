@@ -46,10 +46,7 @@ def relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
                 continue
             if not cond.message.search(exc.message):
                 continue
-            unshown = sum(not any(frame_matches(spec, f) for f in exc.frames) for spec in cond.frames)
-            unshown += sum(regex is not None and view.find_line(regex, run_only) is None
-                           for regex, run_only in ((cond.line, False), (cond.run_line, True)))
-            unshown += sum(c is not None for c in (cond.exit_code, cond.ranks))
+            unshown = unshown_conditions(cond, exc, view)
             if not unshown:
                 continue
             value = pattern.confidence * RELAXED - UNSHOWN_CONDITION * (unshown - 1)
@@ -59,6 +56,14 @@ def relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
                        f"{unshown} more condition(s) of the pattern (frames, lines) are not in the paste")
                 best = Hypothesis(rule, value, [Evidence(exc.log_line, head[:300], why)], 0)
     return best
+
+
+def unshown_conditions(cond, exc, view: LogView) -> int:
+    """How many of a pattern's conditions beyond exception and message the paste does not show."""
+    unshown = sum(not any(frame_matches(spec, f) for f in exc.frames) for spec in cond.frames)
+    unshown += sum(regex is not None and view.find_line(regex, run_only) is None
+                   for regex, run_only in ((cond.line, False), (cond.run_line, True)))
+    return unshown + sum(c is not None for c in (cond.exit_code, cond.ranks))
 
 
 def _says_something(pattern: str) -> bool:

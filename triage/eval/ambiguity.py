@@ -4,7 +4,8 @@ Two runs with different root causes can print exactly the same thing (a ZeRO-3 c
 with a stage-2 config and a deleted mp_rank_00_model_states.pt both end in the bare
 check_ckpt_list assertion). Whatever a classifier answers for that text, it is wrong for one of
 them. `fingerprint` reduces a log to what does not change between two runs of the same thing
-(the case's own id, process ids, addresses, timings and the launcher's process bookkeeping
+(the case's own id, process ids, addresses, timings, the line numbers and install paths of
+frames, which move between releases and machines, and the launcher's process bookkeeping
 removed; lines sorted, because ranks interleave at random); `ceiling` counts, for each group of
 labelled cases with the same fingerprint, only the most common label as reachable.
 
@@ -25,6 +26,8 @@ _VOLATILE = (
     (re.compile(r"\b(pid:? ?|PID |process )\d+"), r"\1?"),
     (re.compile(r"\b\d+(?:\.\d+)?(?:e-?\d+)? ?(?:s|ms|sec|secs|seconds)\b"), "? s"),
     (re.compile(r"(?<![\w.])[\w.]+\.py:\d+"), "?.py:?"),  # logger call sites move between releases
+    (re.compile(r'(File "[^"\n]{0,500}\.py", line )\d+'), r"\1?"),  # so do a traceback's frames
+    (re.compile(r'File "[^"\n]{0,500}/(?:site|dist)-packages/'), 'File "?/'),  # where the venv is
 )
 # torchrun's bookkeeping of which process died first and how: a race between ranks, not the fault
 _LAUNCHER = re.compile(
@@ -34,9 +37,13 @@ _LAUNCHER = re.compile(
 
 
 def fingerprint(text: str, case_id: str = "") -> tuple[str, ...]:
+    # a case run on an older release (`name@ds0.14.5-torch2.5.1`) wrote under its name alone
+    names = [n for n in dict.fromkeys((case_id, case_id.split("@")[0])) if n]
     lines = []
     for line in normalize(text):
-        t = line.text.replace(case_id, "<case>") if case_id else line.text
+        t = line.text
+        for name in names:
+            t = t.replace(name, "<case>")
         for pattern, replacement in _VOLATILE:
             t = pattern.sub(replacement, t)
         if not _LAUNCHER.search(t):

@@ -158,11 +158,17 @@ class Row:
         """Points lost against the whole log, top-1."""
         return round(100 * (self.whole_top1 - self.top1) / self.cases, 1) if self.cases else None
 
+    @property
+    def below_ceiling(self) -> float | None:
+        """Points below this variant's ceiling, top-1: what reading the paste better could still win."""
+        return round(100 * (self.ceiling - self.top1) / self.cases, 1) if self.cases else None
+
     def to_json(self) -> dict:
         return {"variant": self.name, "contains_exception_line": self.contains_exception_line, "cases": self.cases,
                 "top1": rate(self.top1, self.cases), "top3": rate(self.top3, self.cases),
                 "whole_log_top1": rate(self.whole_top1, self.cases), "whole_log_top3": rate(self.whole_top3, self.cases),
                 "unknown": self.unknown, "top1_points_lost": self.gap, "top1_ceiling": rate(self.ceiling, self.cases),
+                "top1_points_below_ceiling": self.below_ceiling,
                 "negatives": self.negatives, "negatives_diagnosed": self.negatives_diagnosed}
 
 
@@ -223,13 +229,14 @@ def render(rows: list[Row]) -> list[str]:
         return f"{part / whole:6.1%}" if whole else "     -"
 
     out = ["pastes (each labelled log with a traceback, cut as people paste it; * keeps the exception line)"]
-    grid = [["variant", "cases", "top-1", "top-3", "whole log top-1", "lost", "unknown", "ceiling", "negatives"]]
+    grid = [["variant", "cases", "top-1", "top-3", "whole log top-1", "lost", "unknown", "ceiling", "below ceiling",
+             "negatives"]]
     for r in rows:
         grid.append([r.name + (" *" if r.contains_exception_line else ""), str(r.cases), pct(r.top1, r.cases),
                      pct(r.top3, r.cases), pct(r.whole_top1, r.cases),
                      "-" if r.gap is None else f"{r.gap:+.1f}", str(r.unknown), pct(r.ceiling, r.cases),
-                     f"{r.negatives_diagnosed}/{r.negatives}"])
-    out += table(grid, right={1, 2, 3, 4, 5, 6, 7, 8})
-    return out + ["ceiling: the most a classifier reading only the paste can get top-1 (pastes that are the same text "
-                  "for different causes); negatives: non-checkpoint failures cut the same way, diagnosed as a "
-                  "checkpoint failure / cut"]
+                     "-" if r.below_ceiling is None else f"{r.below_ceiling:+.1f}", f"{r.negatives_diagnosed}/{r.negatives}"])
+    out += table(grid, right={1, 2, 3, 4, 5, 6, 7, 8, 9})
+    return out + ["lost: points below the whole log, top-1; ceiling: the most a classifier reading only the paste can "
+                  "get top-1 (pastes that are the same text for different causes); below ceiling: points below it; "
+                  "negatives: non-checkpoint failures cut the same way, diagnosed as a checkpoint failure / cut"]

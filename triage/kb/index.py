@@ -45,6 +45,7 @@ class RuleSet:
     directory: Path
     digest: str
     _sites: MessageIndex | None = field(default=None, repr=False, compare=False)
+    _bare_reports: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def sites(self) -> MessageIndex:
@@ -54,6 +55,15 @@ class RuleSet:
 
             self._sites = load(self.directory)
         return self._sites
+
+    @property
+    def bare_reports(self) -> dict[str, int]:
+        """Public threads counted per bare-assert site (triage.classify.bare), read on first use."""
+        if self._bare_reports is None:
+            from triage.classify.bare import load_reports
+
+            self._bare_reports = load_reports(self.directory)
+        return self._bare_reports
 
     def by_id(self, rule_id: str) -> Rule:
         for rule in self.rules:
