@@ -106,12 +106,23 @@ def test_a_pattern_whose_frames_the_paste_cut_still_fires_weaker(rules, name, ru
 
 
 def test_a_message_without_words_of_its_own_does_not_relax(rules):
-    # DS-O001 reads `KeyError: 'momentum'` through the frames of torch's optimizer; any KeyError
+    # DS-O001 reads `KeyError: 'step'` through the frames of torch's optimizer; any KeyError
     # says as much without them, so the exception line alone gives nothing
-    text = _log("corpus/cases/zero2-dp1-adamw-saved-sgd-load.log")
+    text = _log("corpus/cases/zero2-dp1-sgd-saved-adamw-load.log")
     exc = parse(text)[0].primary
+    assert exc.message == "'step'"
     assert "DS-O001" in [h.rule.id for h in classify(text, rules=rules).hypotheses]
     assert "DS-O001" not in [h.rule.id for h in classify(f"{exc.type}: {exc.message}", rules=rules).hypotheses]
+
+
+def test_a_key_only_an_optimizer_class_reads_names_the_cause_weaker(rules):
+    # `KeyError: 'momentum'`: a hyperparameter SGD reads from every param group and AdamW never
+    # writes; DS-O001's paste pattern names it without the frames, below the whole traceback
+    text = _log("corpus/cases/zero2-dp1-adamw-saved-sgd-load.log")
+    exc = parse(text)[0].primary
+    whole = classify(text, rules=rules).top
+    alone = classify(f"{exc.type}: {exc.message}", rules=rules).top
+    assert whole.rule.id == alone.rule.id == "DS-O001" and alone.confidence < whole.confidence
 
 
 def test_a_whole_traceback_is_never_read_as_cut(rules):

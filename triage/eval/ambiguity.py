@@ -28,6 +28,7 @@ _VOLATILE = (
     (re.compile(r"(?<![\w.])[\w.]+\.py:\d+"), "?.py:?"),  # logger call sites move between releases
     (re.compile(r'(File "[^"\n]{0,500}\.py", line )\d+'), r"\1?"),  # so do a traceback's frames
     (re.compile(r'File "[^"\n]{0,500}/(?:site|dist)-packages/'), 'File "?/'),  # where the venv is
+    (re.compile(r'File "/[^"\n]{0,500}/'), 'File "?/'),  # where the job's own script was checked out
 )
 # torchrun's bookkeeping of which process died first and how: a race between ranks, not the fault
 _LAUNCHER = re.compile(
