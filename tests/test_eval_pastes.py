@@ -100,3 +100,19 @@ def test_cuts_count_lines_as_classify_does_past_a_progress_bar(rules):
     exc = classify(text, rules=rules).incident.primary
     line = pastes.PASTES[0].cut(pastes.log_lines(text), exc)
     assert line.startswith(f"{exc.type}: ") and exc.message.startswith(line[len(exc.type) + 2:])
+
+
+def test_the_markdown_table_holds_the_same_figures_as_the_rows():
+    rows = [pastes.Row("exception line only", True, cases=8, top1=5, top3=7, whole_top1=7, whole_top3=8, unknown=1,
+                       ceiling=6, negatives=3, negatives_diagnosed=0),
+            pastes.Row("type cut off", False)]
+    head, rule, line, empty = pastes.markdown(rows)
+    assert head.count("|") == rule.count("|") == line.count("|") == empty.count("|")
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == ["exception line only *", "8", "62.5%", "87.5%", "87.5%", "25.0", "75.0%", "12.5", "1", "0 / 3"]
+    assert "| type cut off | 0 | - |" in empty
+
+
+def test_markdown_goes_with_pastes(cli):
+    proc = cli("eval", "--markdown")
+    assert proc.returncode == 2 and b"--markdown goes with --pastes" in proc.stderr

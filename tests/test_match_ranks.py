@@ -42,3 +42,19 @@ def test_ranks_condition(log, ranks, fires):
 
 def test_without_ranks_the_exception_alone_decides():
     assert holds(_conditions(), _view("zero2-dp2-optim-shard-deleted")) is not None
+
+
+@pytest.mark.parametrize("log", ["cases/zero2-dp2-optim-shard-deleted.log",
+                                 "releases/ds0.16.9-torch2.6.0/cases/zero2-dp2-fp32-saved-bf16-load.log"])
+def test_a_paste_of_rank_1_alone_is_neither_some_nor_all_ranks(log):
+    # the last 20 lines of a dp-2 log: rank 1's traceback only, rank 0 is not in the paste
+    from triage.eval.pastes import PASTES, log_lines
+
+    text = (CORPUS / log).read_text(encoding="utf-8")
+    lines = log_lines(text)
+    exc = parse(text)[0].primary
+    paste = next(p for p in PASTES if p.name == "last 20 lines").cut(lines, exc)
+    view = LogView(*parse(paste))
+    assert set(view.incident.ranks) == {1}
+    for ranks in ("some", "all"):
+        assert holds(_conditions(ranks=ranks), view) is None, ranks

@@ -278,7 +278,9 @@ def _exception_evidence(cond: Conditions, view: LogView) -> list[Evidence] | Non
     if cond.ranks == "some":
         ok = len(world) > 1 and bool(raising) and raising < world
     else:
-        ok = len(world) <= 1 or raising >= world
+        # One rank alone is all of them only when it is rank 0 (or untagged): a log that shows
+        # rank 1 alone is a paste of part of a job whose rank 0 is not in it.
+        ok = raising >= world if len(world) > 1 else not (world - {0})
     if not ok:
         return None
     shown = ", ".join(map(str, sorted(raising))) or "?"

@@ -27,7 +27,9 @@ def register(subparsers) -> None:
     parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
     parser.add_argument("--pastes", action="store_true",
                         help="also score the parts of each log people paste (the exception line, the last lines, "
-                        "no frames, wrapped, behind other loggers' prefixes) against the whole log (~10 s more)")
+                        "no frames, wrapped, behind other loggers' prefixes) against the whole log (~30 s more)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="with --pastes: print that table as Markdown, as the README shows it")
     add_progress_options(parser)
     parser.add_argument("--with-checkpoints", action="store_true",
                         help="also make a small real subset of the corpus again (real DeepSpeed runs on CPU: every "
@@ -47,6 +49,10 @@ def run(args) -> int:
     from triage.kb import load_rules
     from triage.kb.index import REPO_ROOT
 
+    if args.markdown and not args.pastes:
+        from triage.errors import UsageError
+
+        raise UsageError("--markdown goes with --pastes")
     field = args.set_name == "field"
     if field:
         from triage.eval import field as field_set
@@ -92,7 +98,10 @@ def run(args) -> int:
         if checkpoints is not None:
             text += "\n" + "\n".join(with_ckpts.render(checkpoints)) + "\n"
             text += f"gates with checkpoints: {'pass' if passed else 'FAIL'}: " + "; ".join(g.detail for g in gates) + "\n"
-        return text if pastes is None else text + "\n" + "\n".join(paste_curve.render(pastes)) + "\n"
+        if pastes is None:
+            return text
+        shown = paste_curve.markdown(pastes) if args.markdown else paste_curve.render(pastes)
+        return text + "\n" + "\n".join(shown) + "\n"
 
     # With checkpoints, the log plus checkpoint gates take the place of top-1 from the log alone,
     # which several causes' identical log text keep below 0.95 (issue 19; `same_log` in the report).

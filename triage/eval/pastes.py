@@ -222,11 +222,14 @@ def _categories(report) -> list[str]:
     return [h.rule.category for h in report.hypotheses] or [UNKNOWN]
 
 
+def _pct(part: int, whole: int) -> str:
+    return f"{part / whole:6.1%}" if whole else "     -"
+
+
 def render(rows: list[Row]) -> list[str]:
     from triage.eval.render import table
 
-    def pct(part: int, whole: int) -> str:
-        return f"{part / whole:6.1%}" if whole else "     -"
+    pct = _pct
 
     out = ["pastes (each labelled log with a traceback, cut as people paste it; * keeps the exception line)"]
     grid = [["variant", "cases", "top-1", "top-3", "whole log top-1", "lost", "unknown", "ceiling", "below ceiling",
@@ -240,3 +243,17 @@ def render(rows: list[Row]) -> list[str]:
     return out + ["lost: points below the whole log, top-1; ceiling: the most a classifier reading only the paste can "
                   "get top-1 (pastes that are the same text for different causes); below ceiling: points below it; "
                   "negatives: non-checkpoint failures cut the same way, diagnosed as a checkpoint failure / cut"]
+
+
+def markdown(rows: list[Row]) -> list[str]:
+    """The same figures as a Markdown table (the README's)."""
+    out = ["| paste | cases | top-1 | top-3 | whole log top-1 | points lost | ceiling | points below ceiling | "
+           "`unknown` | negatives diagnosed |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        cells = [r.name + (" *" if r.contains_exception_line else ""), str(r.cases)]
+        cells += [_pct(n, r.cases).strip() for n in (r.top1, r.top3, r.whole_top1)]
+        cells += ["-" if r.gap is None else f"{r.gap:.1f}", _pct(r.ceiling, r.cases).strip(),
+                  "-" if r.below_ceiling is None else f"{r.below_ceiling:.1f}", str(r.unknown),
+                  f"{r.negatives_diagnosed} / {r.negatives}"]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
