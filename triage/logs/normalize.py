@@ -1,4 +1,4 @@
-"""Turn raw log text into clean lines: no colours, no timestamps, no rank tags.
+"""Turn raw log text into clean lines: no colours, no timestamps, no rank tags, no hard wraps.
 
 Each line keeps its 1-based number in the original text (evidence points at
 it) and the rank its prefix named, so the same traceback printed by several
@@ -49,6 +49,11 @@ _FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # The forms a translated traceback shows most (its colon, its comma): a substring test each
 # tells a text that needs translating; a regex class over a 5,000-line log costs 10 ms.
 _FULL_WIDTH_MARKS = ("\uff1a", "\uff0c")
+# A text hard-wrapped at a fixed width (wrap_width): narrower is a text of short lines, not a
+# wrap; fewer full lines could be a log's few longest lines being alike.
+WRAP_MIN_WIDTH = 40
+WRAP_LINES = 3
+SAME_START = 8  # a line that starts as the full line above it does is a line of the same kind, not its rest
 # Ray's log deduplication appends this to a line it has folded.
 _RAY_REPEATED = re.compile(r" ?\[repeated \d{1,9}x across cluster\]$")
 
@@ -60,6 +65,7 @@ class Line:
     rank: int | None = None
     tagged: bool = False  # a timestamp or log-level prefix was removed: a log record
     labels: int = 0  # how many rank/host labels wrapped it: lines of one stream share the count
+    joined: bool = False  # the rest of a line hard-wrapped at a fixed width: its text went to the line it continues
 
 
 def normalize(text: str) -> list[Line]:
@@ -74,6 +80,8 @@ def normalize(text: str) -> list[Line]:
         raws.pop()
     if has_escape or full_width or "\r" in text:
         raws = [_clean(raw, has_escape, full_width) for raw in raws]
+    width = wrap_width(raws)
+    joined = _unwrap(raws, width) if width else []
     # Only the lines a prefix starts go through _strip (a second regex to find them in the
     # whole text would save less than compiling it costs a cold start).
     match = PREFIX.match
@@ -100,7 +108,51 @@ def normalize(text: str) -> list[Line]:
         # torch tags its ranks' lines itself, the lines it does not tag (the launcher's) have none.
         for i in outer_only:
             lines[i] = replace(lines[i], rank=None)
+    for i in joined:
+        lines[i] = Line(i + 1, "", joined=True)
     return lines
+
+
+def wrap_width(raws: list[str]) -> int:
+    """The width a text was hard-wrapped at (a terminal's copy, a ticket's 80 columns), or 0: the
+    length of its longest lines, when no line is longer and at least WRAP_LINES different lines of
+    that length were cut there (`_cut`)."""
+    lengths = list(map(len, raws))
+    width = max(lengths, default=0)
+    if width < WRAP_MIN_WIDTH or lengths.count(width) < WRAP_LINES:
+        return 0  # the common case, in C: a log's longest lines are few
+    cut, i = set(), -1
+    for _ in range(lengths.count(width)):  # list.index walks to each full line in C
+        i = lengths.index(width, i + 1)
+        if _cut(raws, i, width):
+            cut.add(raws[i])
+    return width if len(cut) >= WRAP_LINES else 0
+
+
+def _cut(raws: list[str], i: int, width: int) -> bool:
+    """Line i is a piece cut at `width` and the next line its rest: not a line of its own that
+    happens to be as long, which the next one, built alike, starts like (`\tsize mismatch for`)."""
+    if len(raws[i]) != width or i + 1 == len(raws):
+        return False
+    rest = raws[i + 1]
+    return bool(rest) and rest[:SAME_START] != raws[i][:SAME_START]
+
+
+def _unwrap(raws: list[str], width: int) -> list[int]:
+    """Join each wrapped line's pieces into its first line, in place; the indexes of the rest."""
+    joined = []
+    i = 0
+    while i < len(raws):
+        j = i
+        while _cut(raws, j, width):
+            j += 1
+        if j > i:
+            raws[i] = "".join(raws[i:j + 1])
+            joined.extend(range(i + 1, j + 1))
+            for k in range(i + 1, j + 1):
+                raws[k] = ""
+        i = j + 1
+    return joined
 
 
 def _clean(raw: str, has_escape: bool, full_width: bool) -> str:
@@ -118,7 +170,7 @@ def _line_factory():
     dataclass's __init__ goes through object.__setattr__ per field, twice the cost."""
     new = object.__new__
     set_no, set_text, set_rank = Line.no.__set__, Line.text.__set__, Line.rank.__set__  # type: ignore[attr-defined]
-    set_tagged, set_labels = Line.tagged.__set__, Line.labels.__set__  # type: ignore[attr-defined]
+    set_tagged, set_labels, set_joined = Line.tagged.__set__, Line.labels.__set__, Line.joined.__set__  # type: ignore[attr-defined]
 
     def make(no: int, text: str) -> Line:
         line = new(Line)
@@ -127,6 +179,7 @@ def _line_factory():
         set_rank(line, None)
         set_tagged(line, False)
         set_labels(line, 0)
+        set_joined(line, False)
         return line
 
     return make

@@ -88,7 +88,7 @@ def _cut_frames_start(lines: list[Line], i: int) -> int:
     j = i
     while j > 0 and i - j < MAX_FRAMES * 4:
         text = lines[j - 1].text
-        if not (FRAME.match(text) or (text[:1] in " \t" and text.strip())):
+        if not (FRAME.match(text) or (text[:1] in " \t" and text.strip()) or lines[j - 1].joined):
             break
         j -= 1
     while j < i and not FRAME.match(lines[j].text):
@@ -178,6 +178,9 @@ def _read_message(lines: list[Line], i: int, header: re.Match, frames: list[Fram
     while i < len(lines) and len(parts) < MAX_MESSAGE_LINES:
         line = lines[i]
         text = line.text
+        if line.joined:
+            i += 1  # the rest of a wrapped line, already in the one it continues
+            continue
         if not text.strip() or text.strip() in CHAIN_LINKS or text.strip() == TRACEBACK or text.strip() == _QUOTES:
             break
         if line.labels != start.labels:
