@@ -66,3 +66,14 @@ def test_the_report_counts_are_bare_asserts_of_the_catalogue_and_public_threads_
         assert entry["threads"] and len(set(entry["threads"])) == len(entry["threads"])
         for url in entry["threads"]:
             assert url.startswith("https://github.com/") and url not in field, url  # the field set stays held out
+
+
+def test_the_report_says_it_is_a_low_confidence_guess_and_what_to_paste(rules):
+    from triage.classify.render import LOW_CONFIDENCE, render_report
+
+    report = classify(_exception_line(rules, STAGE), rules=rules)
+    guess = render_report(report)
+    assert f"low confidence ({report.top.confidence:.2f})" in guess
+    assert "paste more of the log" in guess
+    whole = classify(corpus_log(STAGE), rules=rules)
+    assert whole.top.confidence >= LOW_CONFIDENCE and "low confidence" not in render_report(whole)

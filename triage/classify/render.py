@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import sys
 
+from triage.classify.messages import WEAK
 from triage.classify.report import PHASES, Report
 from triage.logs.inputs import TRUNCATED_NOTE
 from triage.runbook.links import runbook_url
 
 MAX_EVIDENCE = 4
+# Below what a raise site's message alone earns: the text fits several causes (a bare
+# assertion, a pattern whose frames the paste cut), none confidently.
+LOW_CONFIDENCE = WEAK
 
 
 class Style:
@@ -69,6 +73,9 @@ def render_report(report: Report, style: Style | None = None, full: bool = False
     top = report.top
     verdict = "not a checkpoint-loading failure" if top.rule.category == "unknown" else top.rule.category
     out.append(style(f"diagnosis: {top.rule.title} [{top.rule.id}, {verdict}]", "1"))
+    if top.confidence < LOW_CONFIDENCE:
+        out.append(style(f"low confidence ({top.confidence:.2f}): this text fits several causes; paste more of the log "
+                         "(the traceback's `File ...` lines, the lines before it) to tell them apart", "2"))
     out.append("")
     for number, h in enumerate(report.hypotheses, start=1):
         out.append(style(f"{number}. {h.confidence:.2f}  {h.rule.id}  {h.rule.title}", "1;33" if number == 1 else "33"))
