@@ -10,7 +10,8 @@ A wrapper prefix on one side only (`module.` of DDP/DeepSpeed, `_orig_mod.` of t
 the prefix is its own signal. Confirmed: prefix_module, prefix_orig_mod, prefix_peft,
 missing_keys (the model has names the checkpoint lacks), unexpected_keys (the checkpoint has
 names the model lacks), shapes_differ. Without --model, torch's load error in the log is checked
-instead (model_claims.py), including adapter_only. Inconclusive with neither.
+instead (model_claims.py), including adapter_only and partition_differs (a saved flat fp32
+partition of another size than the load's, on the saved dp). Inconclusive with neither.
 """
 
 from __future__ import annotations
