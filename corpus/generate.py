@@ -98,6 +98,17 @@ def select(only, pair=None):
     return [s for s in table if any(fnmatch.fnmatchcase(s["id"], g) for g in globs)]
 
 
+def baseline_fingerprint():
+    """What a trained baseline depends on: the DeepSpeed and torch releases, the worker scripts and
+    layouts that trained it. Baselines kept under one fingerprint are reused from run to run."""
+    import importlib.metadata as md
+
+    h = hashlib.sha256(md.version("deepspeed").encode() + md.version("torch").encode())
+    for path in sorted((CORPUS / "workers").glob("*.py")) + [CORPUS / "layouts.py"]:
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def build_base(name, base, rebuild):
     """Train + save layout `name` once; returns its metadata (command, exit code, log path)."""
     lay = L.LAYOUTS[name]
