@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from triage.eval.evaluate import Gate
 RIGHT_MIN = 0.98  # issue 19: the answer right for >= 98% of failing loads
 CONFIRMED_MIN = 0.90  # ... and confirmed for >= 90%
 HEALTHY = None  # the expectation of a scenario that loads fine
+JOBS = 2  # scenarios made at once, at most one per core: on a shared machine each gets its own share
 
 
 @dataclass(frozen=True)
@@ -255,11 +257,15 @@ def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None,
         base.mkdir(parents=True, exist_ok=True)
         base.chmod(0o755)
         runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
-        with open(base / ".lock", "w") as lock:
+        with open(base / ".lock", "w") as lock, ThreadPoolExecutor(max(1, min(JOBS, os.cpu_count() or 1))) as pool:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another run training the same baselines: wait for it
             generate.warm_up_ops(work)
-            outcomes = [_one(entry, table[entry.id], (generate, runner, silent), work, base, log)
-                        for entry in entries]
+            # every baseline first (a scenario only copies its own), then the scenarios side by side:
+            # each is its own copy, log and rendezvous port (corpus/runner.py)
+            layouts = dict.fromkeys(table[e.id]["layout"] for e in entries if table[e.id].get("layout"))
+            list(pool.map(lambda name: generate.build_base(name, base, False), layouts))
+            outcomes = list(pool.map(lambda e: _one(e, table[e.id], (generate, runner, silent), work, base, log),
+                                     entries))
     finally:
         if temporary:
             _remove(work)
