@@ -293,7 +293,7 @@ def _one(entry: Entry, scenario: dict, corpus, work: Path, base: Path, log) -> O
     else:
         _triage(outcome, log_path, ckpt, user + (["--deep"] if entry.deep else []))
         if entry.deep:
-            outcome.verify_failed = _verify_fails(loaded or ckpt)
+            outcome.verify_failed = _verify_fails(ckpt, loaded or ckpt)
     outcome.seconds = time.monotonic() - started
     log(f"{entry.id}: {outcome.status} {outcome.category} ({outcome.seconds:.0f} s)")
     return outcome
@@ -313,11 +313,12 @@ def _make_silent(entry: dict, silent, generate, runner, work: Path, base: Path):
     return ckpt, ckpt, log_path, []
 
 
-def _verify_fails(ckpt: Path) -> bool:
-    """`ds-triage verify --deep` of the dir the job loaded exits 1: the gate after a save catches it."""
+def _verify_fails(ckpt: Path, loaded: Path) -> bool:
+    """`ds-triage verify --deep --load-dir LOADED CKPT` exits 1: the gate after a save, told the dir the
+    job loads, catches it."""
     from triage.kb.index import REPO_ROOT
 
-    command = [sys.executable, "-m", "triage", "verify", str(ckpt), "--deep", "--json"]
+    command = [sys.executable, "-m", "triage", "verify", str(ckpt), "--deep", "--load-dir", str(loaded), "--json"]
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600).returncode == 1
 
 
