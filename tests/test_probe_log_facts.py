@@ -39,6 +39,7 @@ DECIDED_BY_THE_LOG = {
     "zero2-dp1-model-renamed": ("model_mismatch", "model.missing_keys"),
     "zero3-dp2-model-extra-layer": ("model_mismatch", "model.missing_keys"),
     "zero3-dp2-model-hidden-changed": ("model_mismatch", "model.partition_differs"),
+    "pp2-model-hidden-changed": ("model_mismatch", "model.shapes_differ"),  # the layer files' shapes
     "zero2-dp2-fp32-saved-bf16-load": ("config_mismatch", "config.precision_differs"),
     "torch-load-zero2-optim-shard": ("unsafe_load_blocked", "weights_only.refused_globals"),
 }

@@ -36,6 +36,13 @@ def _find(saved: dict, name: str):
     return None
 
 
+def _holds_shape(saved, shape: tuple) -> bool:
+    """The saved entry has that shape (a set: pipeline layer files, one of their shapes has it)."""
+    if isinstance(saved, set):
+        return shape in saved
+    return saved is not None and tuple(saved) == shape
+
+
 def _names(names: list[str]) -> str:
     more = f" ... and {len(names) - CAP} more" if len(names) > CAP else ""
     return ", ".join(names[:CAP]) + more
@@ -79,7 +86,7 @@ def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str,
     if claims.sizes:
         checked.append("shapes_differ")
         borne = [f"{n} saved {list(c)} vs model {list(m)}" for n, (c, m) in claims.sizes.items()
-                 if _find(saved, n) is not None and tuple(_find(saved, n)) == c]
+                 if _holds_shape(_find(saved, n), c)]
         if borne:
             signals.append("shapes_differ")
             evidence.append(f"the checkpoint saved {len(borne)} of the {len(claims.sizes)} parameters torch reported "
