@@ -83,6 +83,7 @@ SUBSET = (
     Entry("resume-z3-dp2-fp32"),  # healthy
     Entry("resume-tp2-z1-fp32"),  # healthy: tp 2 on dp 1 x mp 2, DeepSpeed prints world_size 1 (its dp size)
     Entry("zero2-dp1-optim-ds-version-newer"),  # healthy: saved "by 0.99.0", loads without a word
+    Entry("zero2-dp2-saved-load-dp1-no-optim"),  # healthy: dp 2 -> 1 without optimizer states (any world size)
 )
 
 
