@@ -265,8 +265,11 @@ def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None,
             # each is its own copy, log and rendezvous port (corpus/runner.py)
             layouts = dict.fromkeys(table[e.id]["layout"] for e in entries if table[e.id].get("layout"))
             list(pool.map(lambda name: generate.build_base(name, base, False), layouts))
-            outcomes = list(pool.map(lambda e: _one(e, table[e.id], (generate, runner, silent), work, base, log),
-                                     entries))
+            # the longest first (those with a training run before their load), so no lane idles at the end
+            longest_first = sorted(entries, key=lambda e: not table[e.id].get("pre"))
+            done = dict(zip(longest_first, pool.map(
+                lambda e: _one(e, table[e.id], (generate, runner, silent), work, base, log), longest_first)))
+            outcomes = [done[e] for e in entries]
     finally:
         if temporary:
             _remove(work)
