@@ -10,6 +10,7 @@ import argparse
 import fnmatch
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,13 +25,16 @@ from triage import progress
 
 CORPUS = Path(__file__).resolve().parent
 DEFAULT_WORK = Path("/tmp/ds-triage-corpus")
-# One build cache per venv, keyed by its real path: another venv's DeepSpeed sits at another path,
-# which changes the build flags, so two venvs (two checkouts' .venv included) sharing one cache
-# rebuild the op for each other, and a load killed mid-build (a --timeout test) leaves torch's
-# build lock behind, on which every later load in that cache waits forever.
+# One build cache per venv, keyed by its path as the workers see it: another venv's DeepSpeed sits
+# at another path, which changes the build flags (its include dirs), so two venvs (two checkouts'
+# .venv included) sharing one cache rebuild the op for each other, and a load killed mid-build (a
+# --timeout test) leaves torch's build lock behind, on which every later load in that cache waits
+# forever. Not the real path: checkouts whose .venv links to one venv still build with their own
+# link's path (/work/a/.venv/lib/...), so one cache for them all is rebuilt by each in turn.
 def ext_cache():
+    seen = os.path.abspath(runner.VENV)
     return Path.home() / ".cache" / "ds-triage-corpus" / (
-        f"torch_extensions-{runner.VENV.name}-{hashlib.sha1(str(runner.VENV.resolve()).encode()).hexdigest()[:8]}")
+        f"torch_extensions-{runner.VENV.name}-{hashlib.sha1(seen.encode()).hexdigest()[:8]}")
 
 
 EXT_CACHE = ext_cache()
@@ -96,6 +100,17 @@ def select(only, pair=None):
         return [s for s in table if s["id"] in releases.MATRIX or s.get("pair")] if pair else table
     globs = [g for o in only for g in o.split(",") if g]
     return [s for s in table if any(fnmatch.fnmatchcase(s["id"], g) for g in globs)]
+
+
+def baseline_fingerprint():
+    """What a trained baseline depends on: the DeepSpeed and torch releases, the worker scripts and
+    layouts that trained it. Baselines kept under one fingerprint are reused from run to run."""
+    import importlib.metadata as md
+
+    h = hashlib.sha256(md.version("deepspeed").encode() + md.version("torch").encode())
+    for path in sorted((CORPUS / "workers").glob("*.py")) + [CORPUS / "layouts.py"]:
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def build_base(name, base, rebuild):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import fcntl
 import hashlib
-import importlib.metadata as md
 import os
 import shutil
 import tempfile
@@ -38,10 +37,9 @@ SCENARIOS = (
 
 
 def fingerprint() -> str:
-    h = hashlib.sha256(md.version("deepspeed").encode() + md.version("torch").encode())
-    for path in sorted((ROOT / "corpus" / "workers").glob("*.py")) + [ROOT / "corpus" / "layouts.py"]:
-        h.update(path.name.encode() + path.read_bytes())
-    return h.hexdigest()[:12]
+    from corpus.generate import baseline_fingerprint
+
+    return baseline_fingerprint()
 
 
 def _traversable(path: Path) -> Path:

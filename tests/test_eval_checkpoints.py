@@ -43,13 +43,73 @@ def test_a_healthy_checkpoint_with_a_finding_fails_the_gate():
 
 def test_the_subset_covers_every_category_the_corpus_has_with_checkpoints():
     from corpus.scenarios import SCENARIOS
+    from corpus.silent import SILENT
 
-    table = {s["id"]: s for s in SCENARIOS}
+    table = {s["id"]: s for s in SCENARIOS + SILENT}
     assert all(e.id in table for e in SUBSET)
     with_checkpoints = {s["category"] for s in SCENARIOS if s["kind"] in ("failure", "silent") and s.get("layout")}
     covered = {table[e.id]["category"] for e in SUBSET if table[e.id]["kind"] != "clean"}
     assert covered == with_checkpoints
     assert sum(table[e.id]["kind"] == "clean" for e in SUBSET) >= 3
+
+
+def test_every_kind_of_silent_fault_is_in_the_subset_with_deep():
+    # the checkpoint's own (shards exchanged between ranks, one from another save: corpus/silent.py)
+    # and the load's ((None, None): `latest` missing, the load dir one level off)
+    from corpus.scenarios import SCENARIOS
+
+    deep = {e.id for e in SUBSET if e.deep}
+    assert {e.id for e in SUBSET if e.id.endswith("-optim-shards-swapped")} <= deep
+    assert {e.id for e in SUBSET if e.id.endswith("-from-later-save")} <= deep
+    assert any(e.endswith("-optim-shards-swapped") for e in deep) and any(e.endswith("-from-later-save") for e in deep)
+    silent_scenarios = {s["id"] for s in SCENARIOS if s["kind"] == "silent"}
+    assert any("latest-deleted" in e for e in deep & silent_scenarios)
+    assert any("parent-dir" in e for e in deep & silent_scenarios)
+
+
+def test_a_silent_fault_that_verify_passes_fails_the_gate():
+    good = [Outcome(f"c{i}", "corrupt_file", "confirmed", "corrupt_file") for i in range(10)]
+    found = Outcome("s", "corrupt_file", "confirmed", "corrupt_file", deep=True, verify_failed=True)
+    assert scored(*good, found).passed and [g.name for g in scored(*good, found).gates][-1] == "silent_faults_found"
+    passed_verify = Outcome("s", "corrupt_file", "confirmed", "corrupt_file", deep=True, verify_failed=False)
+    result = scored(*good, passed_verify)
+    assert not result.passed and [g.passed for g in result.gates] == [True, True, True, False]
+    assert "not: s" in result.gates[-1].detail
+    # no silent fault in the run: no such gate (the three of the issue)
+    assert len(scored(*good).gates) == 3
+
+
+def _healthy_cases() -> list[dict]:
+    """Every healthy corpus case (kind clean) on a baseline the probe tests train anyway (pc.LAYOUTS):
+    its checkpoint is that baseline copied with the case's own fault steps, its log the corpus's real
+    one. Not those whose run writes a new save (train, pre steps): their checkpoint is not the copy.
+    The other layouts' healthy cases: the gate's subset and benchmarks/eval_triage.py --healthy."""
+    import yaml
+
+    from corpus.scenarios import SCENARIOS
+
+    manifest = {c["id"]: c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())}
+    return [manifest[s["id"]] for s in SCENARIOS if s["kind"] == "clean" and s.get("layout") in pc.LAYOUTS
+            and s.get("run") != "train" and not s.get("pre") and s["id"] in manifest]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", _healthy_cases(), ids=lambda c: c["id"])
+def test_no_healthy_corpus_checkpoint_is_flagged(case, cli):
+    from triage.eval.checkpoints import as_user
+
+    proc = cli("triage", "--log", ROOT / "corpus" / case["log"], "--ckpt", pc.scenario(case["id"]), "--json",
+               *as_user(case))
+    data = json.loads(proc.stdout)
+    assert data["findings"] == [] and data["verdict"]["status"] != "confirmed", (data["findings"], data["verdict"])
+
+
+def test_the_healthy_cases_tested_cover_each_kind_of_healthy_run():
+    # training runs (their log loads nothing), resumes, a dp change without optimizer states, converters
+    ids = {c["id"] for c in _healthy_cases()}
+    assert {"train-z2-dp2-fp32", "resume-z3-dp2-bf16", "zero2-dp2-saved-load-dp1-no-optim",
+            "zero_to_fp32-zero3-dp2-model-states-deleted", "ds_to_universal-z2-dp2-fp32"} <= ids
+    assert len(ids) >= 35
 
 
 @pytest.mark.slow
@@ -72,6 +132,8 @@ def test_eval_with_checkpoints_meets_the_gate(cli, tmp_path):
     assert ckpts["scenarios"] == len(SUBSET) and not [o for o in ckpts["outcomes"] if o["error"]]
     assert ckpts["right_rate"] >= RIGHT_MIN and ckpts["confirmed_rate"] >= CONFIRMED_MIN
     assert ckpts["healthy_flagged"] == 0 and data["gates"]["passed"] is True
+    silent = [o for o in ckpts["outcomes"] if o["id"] in {e.id for e in SUBSET if e.deep}]
+    assert silent and all(o["confirmed"] and o["verify_failed"] for o in silent), silent
     assert data["accuracy"]["top1_rate"] < 0.95  # the log-only gate it replaces would fail
 
 

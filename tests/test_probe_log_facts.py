@@ -28,6 +28,9 @@ def test_torch_load_state_dict_claims_are_parsed_per_kind():
     hidden = model_claims((CASES / "zero2-dp1-model-hidden-changed.log").read_text())
     assert hidden.sizes["head.weight"] == ((8, 128), (8, 192)) and not hidden.missing
     assert not model_claims((CASES / "zero3-saved-stage2-load-dp2.log").read_text())
+    # torch's copy of the saved flat fp32 partition (tensor b) into the load's (tensor a)
+    partition = model_claims((CASES / "zero3-dp2-model-hidden-changed.log").read_text())
+    assert partition.partition == (33540, 74884) and not partition.sizes and not partition.missing
 
 
 # case -> (expected verdict category, the probe signal that must decide it)
@@ -35,6 +38,8 @@ DECIDED_BY_THE_LOG = {
     "zero2-dp1-model-hidden-changed": ("model_mismatch", "model.shapes_differ"),
     "zero2-dp1-model-renamed": ("model_mismatch", "model.missing_keys"),
     "zero3-dp2-model-extra-layer": ("model_mismatch", "model.missing_keys"),
+    "zero3-dp2-model-hidden-changed": ("model_mismatch", "model.partition_differs"),
+    "pp2-model-hidden-changed": ("model_mismatch", "model.shapes_differ"),  # the layer files' shapes
     "zero2-dp2-fp32-saved-bf16-load": ("config_mismatch", "config.precision_differs"),
     "torch-load-zero2-optim-shard": ("unsafe_load_blocked", "weights_only.refused_globals"),
 }

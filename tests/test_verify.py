@@ -124,6 +124,16 @@ def _junit(cli, root, path, code):
     return path
 
 
+def test_a_load_dir_one_level_off_fails_verify(cli):
+    """The load's silent fault: load_checkpoint(dir) of the tag dir, or of the root's parent, returns
+    (None, None). The checkpoint is whole; told the dir the job passes, verify fails."""
+    root = pc.scenario(pc.HEALTHY)
+    assert verify(cli, root, "--load-dir", str(root))["healthy"]
+    for off in (root / "global_step3", root.parent):
+        data = verify(cli, root, "--load-dir", str(off))
+        assert not data["healthy"] and any(p.startswith("path: ") and str(off) in p for p in data["problems"]), data
+
+
 def test_a_missing_latest_fails_verify(cli):
     """A silent fault without --deep: load_checkpoint(dir) returns (None, None) and the job trains from scratch."""
     data = verify(cli, pc.copy_of("zero3-dp2-latest-deleted", "verify-latest"))

@@ -38,7 +38,8 @@ def register(subparsers) -> None:
     parser.add_argument("--work", metavar="DIR", help="with --with-checkpoints: make the scenarios in DIR and keep "
                         "them (default: a temporary dir, removed)")
     parser.add_argument("--baselines", metavar="DIR", help="with --with-checkpoints: the trained baselines, reused "
-                        "when there, kept for the next run (default: inside the work dir)")
+                        "when there, kept for the next run (default: ~/.cache/ds-triage-corpus/eval-baselines/<DeepSpeed, torch "
+                        "and worker-code fingerprint>)")
     parser.set_defaults(run=run)
 
 

@@ -107,7 +107,7 @@ def register(subparsers) -> None:
 
 def context_from(args, log_text: str | None = None):
     from triage.probe.context import ProbeContext
-    from triage.probe.target import from_args
+    from triage.probe.target import LOG_LOADS, from_args
 
     if not os.path.lexists(args.ckpt):
         raise BadInput(f"{args.ckpt}: no such file or directory")
@@ -115,10 +115,12 @@ def context_from(args, log_text: str | None = None):
                        optimizer=args.optimizer, param_groups=args.param_groups, load_dir=args.load_dir)
     if log_text is not None:
         target.log_path = getattr(args, "log", None)  # triage's --log; the chat's pasted log has no file
-    if log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)) and engine_log(target):
+    if (log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)) and engine_log(target)
+            and LOG_LOADS.search(log_text)):
         # triage: --ckpt is the checkpoint the job failed on; unless the log names a dir
         # that exists here, take it as the dir the job loaded. Not for a converter's log
-        # (zero_to_fp32, ds_to_universal): those take a tag dir by design.
+        # (zero_to_fp32, ds_to_universal): those take a tag dir by design; nor for a log that
+        # loads nothing (a training run that saved): its --ckpt is where it saved.
         target.load_dir, target.sources["load_dir"] = args.ckpt, "--ckpt"
     if args.model_factory and ":" not in args.model_factory:
         raise UsageError(f"--model-factory {args.model_factory}: expected MODULE:FUNCTION, e.g. mymodels:build")

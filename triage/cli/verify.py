@@ -23,6 +23,9 @@ def register(subparsers) -> None:
     parser.add_argument("--deep", action="store_true",
                         help="also read every byte once: every zip record's CRC-32, and the consistency probe (shards "
                         "exchanged between ranks or mixed from different saves, which DeepSpeed loads without a word)")
+    parser.add_argument("--load-dir", metavar="DIR", help="the dir the job passes to load_checkpoint / --load: one "
+                        "level off (a tag dir, a Trainer output dir, the root's parent) fails, as DeepSpeed silently "
+                        "returns (None, None) from it")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--junit", metavar="FILE", help="also write the result as JUnit XML (a testcase per probe, "
                         "the manifest and the trust walk) for a CI system's test view")
@@ -60,7 +63,7 @@ def render(report) -> str:
 def run(args) -> int:
     from triage.repair.verify import verify
 
-    report = verify(args.ckpt, args.manifest, deep=args.deep, hashed=not args.sizes_only)
+    report = verify(args.ckpt, args.manifest, deep=args.deep, hashed=not args.sizes_only, load_dir=args.load_dir)
     if args.junit:
         _write_junit(report, args.junit)
     emit(args.json, report.to_json, lambda: render(report))

@@ -2,23 +2,29 @@
 
 A small real subset of the corpus is made again, here and now, by the corpus generator
 (corpus/generate.py, a checkout with torch and DeepSpeed): each scenario's baseline trained and
-saved by real DeepSpeed (once per layout, reused from `baselines`), copied, its fault injected,
+saved by real DeepSpeed (once per layout and release: kept in `baselines`, by default
+~/.cache/ds-triage-corpus/eval-baselines/<fingerprint>, for the next run), copied, its fault injected,
 its load run under torchrun on CPU and its log recorded. Then `ds-triage triage --log LOG --ckpt
 CKPT --json` runs on each, as on-call would run it (cases loaded as another user with --as-user
 for that user, when run as root). Scored:
 
 * right: the verdict's answer (`verdict.category`, confirmed or likely) is the scenario's category;
 * confirmed: it is, and `verdict.status` is `confirmed`;
-* healthy flagged: a scenario that loads fine whose triage has a finding or a confirmed verdict.
+* healthy flagged: a scenario that loads fine whose triage has a finding or a confirmed verdict;
+* silent faults (deep=True): triaged with --deep, and `verify --deep` of the dir the job loaded
+  must fail (exit 1).
 
-SUBSET is the data: one entry per corpus scenario id (corpus/scenarios.py), whose category (or
-kind `clean`: healthy) is the expectation. A new case is a line; the silent faults that `--deep`
-finds are entries with deep=True. The full kept corpus stays a benchmark
-(benchmarks/eval_triage.py), as does everything here that is slower than the gate needs.
+SUBSET is the data: one entry per corpus scenario id (corpus/scenarios.py) or silent fault of
+the checkpoint (corpus/silent.py: made from its baseline, then resumed by real DeepSpeed, which
+prints nothing wrong: that resume's log is the one triaged), whose category (or kind `clean`:
+healthy) is the expectation. A new case is a line; the silent faults are entries with deep=True.
+The full kept corpus stays a benchmark (benchmarks/eval_triage.py), as does everything here that
+is slower than the gate needs.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -27,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,12 +43,13 @@ from triage.eval.evaluate import Gate
 RIGHT_MIN = 0.98  # issue 19: the answer right for >= 98% of failing loads
 CONFIRMED_MIN = 0.90  # ... and confirmed for >= 90%
 HEALTHY = None  # the expectation of a scenario that loads fine
+JOBS = 2  # scenarios made at once, at most one per core: on a shared machine each gets its own share
 
 
 @dataclass(frozen=True)
 class Entry:
     id: str  # a corpus scenario id (corpus/scenarios.py)
-    deep: bool = False  # triage --deep: the silent faults that only reading every byte finds
+    deep: bool = False  # a silent fault: triage --deep (reading every byte finds some), and verify must fail
 
 
 # Every category the corpus has with checkpoints, the parallel and precision facts the probes
@@ -50,8 +58,8 @@ class Entry:
 SUBSET = (
     Entry("zero2-dp2-optim-shard-deleted"),  # missing_file
     Entry("zero2-dp2-model-states-deleted"),  # missing_file, the same log text as a stage change
-    Entry("zero3-dp2-latest-deleted"),  # missing_file, silent: load_checkpoint returns (None, None)
-    Entry("zero2-dp1-load-parent-dir"),  # missing_file, silent: the load dir one level up
+    Entry("zero3-dp2-latest-deleted", deep=True),  # missing_file, silent: load_checkpoint returns (None, None)
+    Entry("zero2-dp1-load-parent-dir", deep=True),  # missing_file, silent: the load dir one level up
     Entry("killed-save-zero2-load-explicit-tag"),  # partial_checkpoint
     Entry("zero2-dp1-tag-dir-unreadable"),  # permission_denied (loaded as uid 65534)
     Entry("zero2-dp2-optim-shard-truncated"),  # corrupt_file
@@ -68,10 +76,14 @@ SUBSET = (
     Entry("zero2-dp1-adamw-saved-sgd-load"),  # optimizer_mismatch
     Entry("zero2-dp2-load-sigkill"),  # out_of_memory
     Entry("ds_to_universal-zero2-dp2-without-inject-missing-state"),  # known_bug
+    # silent faults of the checkpoint (corpus/silent.py; corrupt_file): a resume prints nothing wrong
+    Entry("z2-dp2-fp32-optim-shards-swapped", deep=True),  # two ranks' optimizer shards exchanged
+    Entry("z3-dp2-fp32-optim-shard-from-later-save", deep=True),  # one rank's shard from a later save
     Entry("resume-z2-dp2-fp32"),  # healthy
     Entry("resume-z3-dp2-fp32"),  # healthy
     Entry("resume-tp2-z1-fp32"),  # healthy: tp 2 on dp 1 x mp 2, DeepSpeed prints world_size 1 (its dp size)
     Entry("zero2-dp1-optim-ds-version-newer"),  # healthy: saved "by 0.99.0", loads without a word
+    Entry("zero2-dp2-saved-load-dp1-no-optim"),  # healthy: dp 2 -> 1 without optimizer states (any world size)
 )
 
 
@@ -84,8 +96,10 @@ class Outcome:
     rule_id: str | None = None
     findings: list[str] = field(default_factory=list)
     exit_code: int | None = None
+    deep: bool = False  # a silent fault (Entry.deep): scored by the silent_faults_found gate too
     seconds: float = 0.0  # making the scenario (its load) and triaging it
     error: str = ""
+    verify_failed: bool | None = None  # a silent fault: `verify --deep` exited 1 (None: not asked)
 
     @property
     def right(self) -> bool:
@@ -103,7 +117,7 @@ class Outcome:
         return {"id": self.id, "expected": self.expected, "status": self.status, "category": self.category,
                 "rule_id": self.rule_id, "findings": list(self.findings), "right": self.right,
                 "confirmed": self.confirmed, "flagged": self.flagged, "seconds": round(self.seconds, 1),
-                "error": self.error}
+                "error": self.error, "verify_failed": self.verify_failed}
 
 
 @dataclass
@@ -129,13 +143,20 @@ class CheckpointEval:
         n, right, confirmed, h, flagged = self.counts()
         if not n:
             return [Gate("checkpoints_right", False, "no failing scenario with a checkpoint to measure")]
-        return [
+        gates = [
             Gate("checkpoints_right", right / n >= RIGHT_MIN,
                  f"answer right {right}/{n} {'>=' if right / n >= RIGHT_MIN else '<'} {RIGHT_MIN}"),
             Gate("checkpoints_confirmed", confirmed / n >= CONFIRMED_MIN,
                  f"confirmed {confirmed}/{n} {'>=' if confirmed / n >= CONFIRMED_MIN else '<'} {CONFIRMED_MIN}"),
             Gate("healthy_not_flagged", flagged == 0, f"{flagged} of {h} healthy checkpoints flagged"),
         ]
+        silent = [o for o in self.outcomes if o.deep]
+        if silent:
+            missed = [o.id for o in silent if not (o.confirmed and o.verify_failed)]
+            gates.append(Gate("silent_faults_found", not missed,
+                              f"{len(silent) - len(missed)} of {len(silent)} silent faults confirmed and failing "
+                              "verify" + (f"; not: {', '.join(missed)}" if missed else "")))
+        return gates
 
     @property
     def passed(self) -> bool:
@@ -164,6 +185,8 @@ def render(result: CheckpointEval) -> list[str]:
         else:
             mark = "confirmed" if o.confirmed else "right" if o.right else "WRONG"
             what = f"{o.status} {o.category} {o.rule_id or ''}".rstrip() + f" (expected {o.expected})"
+        if o.deep:
+            what += "; verify --deep " + ("failed, as it must" if o.verify_failed else "PASSED (a silent fault it missed)")
         out.append(f"  {mark:9s} {o.id}: {what}" + (f"; {o.error}" if o.error else ""))
     pct = (lambda a, b: f"{a / b:.1%}" if b else "-")
     out.append(f"  answer right {right}/{n} ({pct(right, n)}), confirmed {confirmed}/{n} ({pct(confirmed, n)}), "
@@ -203,17 +226,24 @@ def _generator():
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     try:
-        from corpus import generate, runner
+        from corpus import generate, runner, silent
         from corpus.scenarios import SCENARIOS
     except ImportError as exc:  # torch, deepspeed or yaml missing
         raise BadInput(f"--with-checkpoints needs torch and DeepSpeed (pip install '.[probe]'): {exc}") from None
-    return generate, runner, {s["id"]: s for s in SCENARIOS}
+    return generate, runner, silent, {s["id"]: s for s in SCENARIOS + silent.SILENT}
+
+
+def default_baselines() -> Path:
+    """Where the trained baselines are kept between runs: one dir per DeepSpeed and torch release and
+    worker code (corpus.generate.baseline_fingerprint), so only the first run trains them."""
+    generate, _, _, _ = _generator()
+    return Path.home() / ".cache" / "ds-triage-corpus" / "eval-baselines" / generate.baseline_fingerprint()
 
 
 def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None, log=None) -> CheckpointEval:
     """Make each entry's scenario in `work` (a temporary dir by default, removed afterwards), with the
-    baselines trained once in `baselines` (default: inside work), and triage it."""
-    generate, runner, table = _generator()
+    baselines trained once in `baselines` (default: default_baselines()), and triage it."""
+    generate, runner, silent, table = _generator()
     unknown = [e.id for e in entries if e.id not in table]
     if unknown:
         raise BadInput(f"not corpus scenarios: {', '.join(unknown)}")
@@ -224,35 +254,76 @@ def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None,
     try:
         work.mkdir(parents=True, exist_ok=True)
         work.chmod(0o755)  # the scenarios loaded as another user must reach their copies
-        base = Path(baselines) if baselines else work / "_base"
+        base = Path(baselines) if baselines else default_baselines()
         base.mkdir(parents=True, exist_ok=True)
+        base.chmod(0o755)
         runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
-        generate.warm_up_ops(work)
-        outcomes = [_one(entry, table[entry.id], generate, work, base, log) for entry in entries]
+        with open(base / ".lock", "w") as lock, ThreadPoolExecutor(max(1, min(JOBS, os.cpu_count() or 1))) as pool:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another run training the same baselines: wait for it
+            generate.warm_up_ops(work)
+            # every baseline first (a scenario only copies its own), then the scenarios side by side:
+            # each is its own copy, log and rendezvous port (corpus/runner.py)
+            layouts = dict.fromkeys(table[e.id]["layout"] for e in entries if table[e.id].get("layout"))
+            list(pool.map(lambda name: generate.build_base(name, base, False), layouts))
+            # the longest first (those with a training run before their load), so no lane idles at the end
+            longest_first = sorted(entries, key=lambda e: not table[e.id].get("pre"))
+            done = dict(zip(longest_first, pool.map(
+                lambda e: _one(e, table[e.id], (generate, runner, silent), work, base, log), longest_first)))
+            outcomes = [done[e] for e in entries]
     finally:
         if temporary:
             _remove(work)
     return CheckpointEval(outcomes, time.monotonic() - started)
 
 
-def _one(entry: Entry, scenario: dict, generate, work: Path, base: Path, log) -> Outcome:
+def _one(entry: Entry, scenario: dict, corpus, work: Path, base: Path, log) -> Outcome:
+    generate, runner, silent = corpus
     expected = HEALTHY if scenario["kind"] == "clean" else scenario["category"]
-    outcome = Outcome(entry.id, expected)
+    outcome = Outcome(entry.id, expected, deep=entry.deep)
     started = time.monotonic()
     try:
-        case = generate.run_scenario(scenario, work, base, work / "out", True)
+        if any(scenario["id"] == s["id"] for s in silent.SILENT):
+            ckpt, loaded, log_path, user = _make_silent(scenario, silent, generate, runner, work, base)
+        else:
+            case = generate.run_scenario(scenario, work, base, work / "out", True)
+            ckpt, loaded = checkpoint_of(case, work), checkpoint_of(case, work, loaded=True)
+            log_path, user = work / "out" / case["log"], as_user(case)
     except (Exception, SystemExit) as exc:  # a setup step that failed: this scenario scores as an error
         outcome.error = f"not made: {exc}"
         log(f"{entry.id}: {outcome.error}")
         return outcome
-    ckpt = checkpoint_of(case, work)
     if ckpt is None:
         outcome.error = "no checkpoint kept"
     else:
-        _triage(outcome, work / "out" / case["log"], ckpt, as_user(case) + (["--deep"] if entry.deep else []))
+        _triage(outcome, log_path, ckpt, user + (["--deep"] if entry.deep else []))
+        if entry.deep:
+            outcome.verify_failed = _verify_fails(ckpt, loaded or ckpt)
     outcome.seconds = time.monotonic() - started
     log(f"{entry.id}: {outcome.status} {outcome.category} ({outcome.seconds:.0f} s)")
     return outcome
+
+
+def _make_silent(entry: dict, silent, generate, runner, work: Path, base: Path):
+    """A corpus/silent.py fault made from its baseline, then resumed by real DeepSpeed (corpus/workers/
+    load.py under torchrun), which exits 0 and prints nothing wrong: (checkpoint, the dir loaded,
+    that resume's log, no --as-user)."""
+    generate.build_base(entry["layout"], base, False)
+    ckpt = silent.build(entry, base, work / entry["id"])
+    log_path = work / "out" / "silent" / f"{entry['id']}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    rc = runner.run(silent.load_command(entry, ckpt), {}, log_path)
+    if rc != 0:
+        raise RuntimeError(f"the resume exited {rc} (a silent fault loads without error): see {log_path}")
+    return ckpt, ckpt, log_path, []
+
+
+def _verify_fails(ckpt: Path, loaded: Path) -> bool:
+    """`ds-triage verify --deep --load-dir LOADED CKPT` exits 1: the gate after a save, told the dir the
+    job loads, catches it."""
+    from triage.kb.index import REPO_ROOT
+
+    command = [sys.executable, "-m", "triage", "verify", str(ckpt), "--deep", "--load-dir", str(loaded), "--json"]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600).returncode == 1
 
 
 def _triage(outcome: Outcome, log_path: Path, ckpt: Path, options: list[str]) -> None:

@@ -8,7 +8,10 @@ Two things DeepSpeed and torch print that a checkpoint can confirm or refute:
   ``Missing key(s) in state_dict: "a", "b".``, ``Unexpected key(s) in state_dict: ...`` and
   ``size mismatch for NAME: copying a param with shape torch.Size([..]) from checkpoint, the
   shape in current model is torch.Size([..]).``: claims about the checkpoint that its saved
-  `param_shapes` either bear out or not.
+  `param_shapes` either bear out or not;
+* torch's ``The size of tensor a (N) must match the size of tensor b (M)`` from the copy of a
+  saved flat fp32 partition (M elements) into the load's (N): a claim the optimizer shards'
+  saved partitions bear out or not.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ _KEYS = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"\n]*
 _SIZE = re.compile(r"size mismatch for ([^:\s]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
                    r"checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)")
 _QUOTED = re.compile(r'"([^"\n]*)"')
+# torch's copy_ of a saved flat fp32 partition into the load's (ZeRO-1/2/3, the bf16 and fp16
+# optimizers): tensor a is the load's partition, tensor b the saved one.
+_PARTITION = re.compile(r"The size of tensor a \((\d{1,30})\) must match the size of tensor b \((\d{1,30})\)")
 MAX_DIM_DIGITS = 30  # a longer "dimension" is no shape (and int() refuses 4,300+ digits)
 MAX_CONFIG_LINES = 2000
 
@@ -35,10 +41,11 @@ class ModelClaims:
     missing: list[str] = field(default_factory=list)  # the model has them, the checkpoint (says torch) does not
     unexpected: list[str] = field(default_factory=list)  # the checkpoint has them, the model does not
     sizes: dict[str, tuple[tuple, tuple]] = field(default_factory=dict)  # name -> (checkpoint, model) shape
+    partition: tuple[int, int] | None = None  # a flat fp32 partition's elements: (saved, the load's)
     line: int = 0  # first line of the error in the log
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.unexpected or self.sizes)
+        return bool(self.missing or self.unexpected or self.sizes or self.partition)
 
 
 def user_config(text: str) -> tuple[dict | None, int]:
@@ -71,6 +78,10 @@ def model_claims(text: str) -> ModelClaims:
         if saved is None or model is None:
             continue
         claims.sizes.setdefault(m.group(1), (saved, model))
+        claims.line = min(claims.line or 1 << 62, text.count("\n", 0, m.start()) + 1)
+    m = _PARTITION.search(text)
+    if m and m.group(1) != m.group(2):
+        claims.partition = (int(m.group(2)), int(m.group(1)))
         claims.line = min(claims.line or 1 << 62, text.count("\n", 0, m.start()) + 1)
     return claims
 

@@ -4,6 +4,9 @@ torch names the keys it found missing or unexpected and the shapes it found diff
 (triage/probe/log_facts.py). The checkpoint's saved `param_shapes` bear each claim out (the
 checkpoint really lacks the missing names, holds the unexpected ones, has the "from checkpoint"
 shape) or contradict it, which means the failing load read some other checkpoint than this one.
+A flat fp32 partition's size (torch's "size of tensor a ... tensor b") is checked against the
+optimizer shards' saved partitions: on the saved dp, another size is another model
+(partition_differs).
 
 One claim has another reading: base weights "missing" from a checkpoint whose module state holds
 adapter weights only (PEFT's lora_/ia3_/prompt names: saved with exclude_frozen_parameters=True
@@ -31,6 +34,13 @@ def _find(saved: dict, name: str):
         if prefix + name in saved:
             return saved[prefix + name]
     return None
+
+
+def _holds_shape(saved, shape: tuple) -> bool:
+    """The saved entry has that shape (a set: pipeline layer files, one of their shapes has it)."""
+    if isinstance(saved, set):
+        return shape in saved
+    return saved is not None and tuple(saved) == shape
 
 
 def _names(names: list[str]) -> str:
@@ -76,16 +86,50 @@ def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str,
     if claims.sizes:
         checked.append("shapes_differ")
         borne = [f"{n} saved {list(c)} vs model {list(m)}" for n, (c, m) in claims.sizes.items()
-                 if _find(saved, n) is not None and tuple(_find(saved, n)) == c]
+                 if _holds_shape(_find(saved, n), c)]
         if borne:
             signals.append("shapes_differ")
             evidence.append(f"the checkpoint saved {len(borne)} of the {len(claims.sizes)} parameters torch reported "
                             f"with the shape torch read: {_names(borne)}")
         else:
             context.append("contradicts the log: no parameter torch reported is saved with the shape it read")
+    if claims.partition:
+        _check_partition(ctx, claims.partition, signals, checked, evidence, context)
     command = f"python -m triage.probe.model_file {ctx.q(ctx.ckpt.tag, shard)}"
     return outcome(NAME, signals=signals, checked=checked, complete=True,
                    found="the checkpoint's names and shapes are the ones torch's load error reported: the model the "
                          "job built differs from it",
                    clear="the checkpoint does not hold what torch's load error reported: the failing load read "
                          "another checkpoint", unknown="", evidence=evidence, context=context, command=command)
+
+
+def _check_partition(ctx, claim: tuple[int, int], signals, checked, evidence, context) -> None:
+    """torch's "size of tensor a (the load's) must match tensor b (saved)" from the copy of a flat
+    fp32 partition: borne out when a saved optimizer shard holds a partition of b elements. On the
+    saved data-parallel size that means another number of (trainable) parameter elements: the model
+    changed. On another world size the partitions differ anyway (parallelism, not the model)."""
+    from triage.probe.zero_state import optim_state
+
+    saved_numel, load_numel = claim
+    layout, target = ctx.layout(), ctx.target
+    sizes = set()
+    for shard in ctx.listing.of("optim") if ctx.listing is not None else []:
+        meta = ctx.meta(shard.name)
+        state = optim_state(meta.graph) if not meta.error else None
+        sizes |= {p.numel for p in state.partitions} if state is not None else set()
+    load_dp = target.dp if target.dp is not None else target.world_size if (target.mp or 1) == 1 else None
+    if saved_numel not in sizes:
+        context.append(f"contradicts the log: no saved fp32 partition has the {saved_numel} elements torch read "
+                       f"(saved: {', '.join(map(str, sorted(sizes))) or 'none readable'})")
+        return
+    if layout is None or layout.dp is None or load_dp != layout.dp:
+        context.append(f"a saved fp32 partition has the {saved_numel} elements torch read, the load's has "
+                       f"{load_numel}; the load's data-parallel size is not known to be the saved dp, which "
+                       "alone changes partition sizes")
+        return
+    checked.append("partition_differs")
+    signals.append("partition_differs")
+    evidence.append(f"the checkpoint's flat fp32 partition has {saved_numel} elements, as torch read; the load's has "
+                    f"{load_numel} on the same data-parallel size (dp {layout.dp}, {target.sources.get('dp') or target.sources.get('world_size', '?')}): "
+                    "the model the job built has another number of (trainable) parameter elements")
+

@@ -87,7 +87,8 @@ def setup(ctx, layout, meta, factory: str | None) -> Setup | str:
     count = sum(map(len, s.twin))
     s.model = (f"a stand-in with the {count} saved parameters (param_shapes)" if not s.model_changes else
                f"a stand-in with {count} parameters: the saved ones (param_shapes), changed as the target says")
-    if not target.model and not target.model_claims:
+    claims = target.model_claims
+    if not target.model and not (claims and (claims.sizes or claims.unexpected or claims.missing)):
         s.model += "; a changed model is not reproduced without --model, the log's load error or --model-factory"
     return s
 

@@ -46,6 +46,14 @@ LOG_TOPOLOGY = re.compile(r"Using topology: \{([^{}\n]*)\}")  # no brace inside:
 LOG_LAUNCH = re.compile(r"(?:\btorchrun\b|\btorch\.distributed\.(?:run|launch)\b|(?:^|[\s/])deepspeed\s)[^\n]*")
 LAUNCH_NPROC = re.compile(r"--(?:nproc[_-]per[_-]node|num_gpus|num-gpus)[= ](\d+)\b")
 LAUNCH_NNODES = re.compile(r"--(?:nnodes|num_nodes|num-nodes)[= ](\d+)(?![:\d])")
+# A checkpoint load in the log: load_checkpoint in a traceback or a job's print, the checkpoint
+# engine opening a file (0.9+ "[Torch] Begin Load checkpoint from", older "loading checkpoint:"),
+# the missing-`latest` warning, a Trainer's or Lightning's resume. A training run's log (saves only)
+# shows none of them.
+LOG_LOADS = re.compile(r"load_checkpoint|[Ll]oad(?:ing)? checkpoint|Unable to find latest file|resume_from_checkpoint"
+                       r"|Restoring states from the checkpoint")
+# zero_to_fp32 (deepspeed/utils/zero_to_fp32.py) read the checkpoint: its banner, or a frame of it.
+LOG_ZERO_TO_FP32 = re.compile(r"Processing zero checkpoint '|zero_to_fp32\.py\", line \d")
 # engine.load_checkpoint's warning names the dir it was given: the load dir.
 LOG_LOAD_DIR = (re.compile(r"Unable to find latest file at (\S+)/latest\b"),)
 # The checkpoint engine names each file it opens (0.9+: "[Torch] Loading/Begin Load checkpoint from";
@@ -74,6 +82,7 @@ class Target:
     pp: int | None = None  # the load's pipeline stages
     precision: str | None = None  # fp32, bf16 or fp16
     ds_version: str | None = None  # the DeepSpeed release the loading job ran
+    reader: str | None = None  # "zero_to_fp32" when the log shows that converter reading the checkpoint
     sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
 
     def describe(self, name: str) -> str:
@@ -190,6 +199,9 @@ def _from_log(target: Target, whole: str) -> None:
     _groups_from_log(target, text, skipped)
     _pipeline_from_log(target, whole, text, skipped)
     _launch_from_log(target, whole)
+    reader = LOG_ZERO_TO_FP32.search(text)
+    if reader and target.reader is None:
+        target.reader, target.sources["reader"] = "zero_to_fp32", _line(text, reader.start(), skipped)
 
 
 def _line(text: str, offset: int, skipped: int) -> str:

@@ -62,7 +62,8 @@ CATEGORIES: dict[str, dict[str, list]] = {
     "config_mismatch": {"confirm": ["config.precision_differs", "config.universal_differs"], "refute": []},
     # model: --model compared with the saved names and shapes; optimizer: --optimizer / --param-groups.
     "model_mismatch": {
-        "confirm": [f"model.{s}" for s in _MODEL],
+        # partition_differs: a flat fp32 partition of another size on the saved dp (the log's claim only)
+        "confirm": [f"model.{s}" for s in _MODEL] + ["model.partition_differs"],
         "refute": [[f"model.{s}"] for s in _MODEL],
     },
     "optimizer_mismatch": {
@@ -84,6 +85,8 @@ CATEGORIES: dict[str, dict[str, list]] = {
 # non-Megatron checkpoint is borne out by the checkpoint being one.
 SUPPORT: dict[str, list[str]] = {
     "version_incompatible": ["version.saved_newer"],
+    # a world size the job's log printed (completeness): a load without optimizer states prints the same
+    "parallelism_mismatch": ["completeness.world_size_differs"],
     "DS-P101": ["completeness.model_parallel_saved"],  # zero_to_fp32 on a tp/pp checkpoint
     "DS-Z101": ["completeness.zero0_saved"],  # zero_to_fp32 / ds_to_universal on a stage-0 checkpoint
     "DS-Z004": ["completeness.zero0_saved"],  # a ZeRO engine resuming a stage-0 checkpoint

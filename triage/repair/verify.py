@@ -19,6 +19,7 @@ from triage.manifest.build import manifest_path
 from triage.manifest.check import ManifestCheck, check
 from triage.probe.context import ProbeContext
 from triage.probe.report import ProbeReport, probe_all
+from triage.probe.target import Target
 from triage.probe.trust import TrustReport, scan
 
 SCHEMA_VERSION = 1
@@ -53,12 +54,18 @@ class VerifyReport:
                 "trust": self.trust.to_json() if self.trust else None}
 
 
-def verify(path: str, manifest: str | None = None, deep: bool = False, hashed: bool = True) -> VerifyReport:
+def verify(path: str, manifest: str | None = None, deep: bool = False, hashed: bool = True,
+           load_dir: str | None = None) -> VerifyReport:
+    """load_dir: the dir the job will pass to load_checkpoint / --load; one level off (a tag dir, a
+    Trainer output dir, the root's parent) is a problem: DeepSpeed returns (None, None) from it."""
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or directory")
     if manifest is not None and not os.path.isfile(manifest):
         raise BadInput(f"--manifest {manifest}: no such file")
-    ctx = ProbeContext.for_path(path, deep=deep)
+    target = Target()
+    if load_dir is not None:
+        target.load_dir, target.sources["load_dir"] = load_dir, "--load-dir"
+    ctx = ProbeContext.for_path(path, target, deep=deep)
     report = probe_all(ctx)
     tag_dir = ctx.ckpt.tag_dir
     trusted = scan(tag_dir) if tag_dir and os.path.isdir(tag_dir) else None

@@ -19,7 +19,9 @@ The load's settings come from --stage / --world-size / --config, else from the j
 
 Supports (no problem by themselves; they confirm a cause only the log names, verdict.SUPPORT):
 model_parallel_saved, zero0_saved, not_universal, no_universal_info (the model states lack the
-universal_checkpoint_info ds_to_universal needs).
+universal_checkpoint_info ds_to_universal needs), and world_size_differs when the world size is the
+one the job's log printed: a load without optimizer states runs on any world size and prints the
+same, so only the log's world-size error makes it the cause.
 """
 
 from __future__ import annotations
@@ -88,6 +90,11 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             if kind == "optim" and (layout.names.universal or layout.names.experts):
                 continue
             missing = [n for n in expected[kind] if n not in present]
+            if missing and kind == "model" and _converter_needs_one(ctx, layout, missing, expected[kind]):
+                context.append(f"missing {len(missing)} of {len(expected[kind])} model-states files ("
+                               + ", ".join(missing[:8]) + f"): zero_to_fp32 ({ctx.target.sources['reader']}) reads "
+                               "the parameter shapes from the first one present; a resume on the engine needs them all")
+                continue
             if missing:
                 signals.append(signal)
                 evidence.append(f"missing {len(missing)} of {len(expected[kind])} "
@@ -115,10 +122,20 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                             f"than {MAX_LAYER} layers); the file name is damaged or crafted")
     if not signals and expected is not None:
         context.insert(0, f"all {len(present)} shard(s) present for the saved degrees")
-    _against_target(ctx, layout, evidence, context, signals, checked)
+    _against_target(ctx, layout, evidence, context, signals, checked, supports)
     _against_parallel(ctx, layout, evidence, context, signals, checked)
     supports += _what_it_is(ctx, layout)
     return result(complete)
+
+
+def _converter_needs_one(ctx: ProbeContext, layout, missing: list[str], expected: list[str]) -> bool:
+    """The log's reader is zero_to_fp32, which takes the parameter shapes from the first model-states
+    file it globs and the weights from the optimizer shards: the other ranks' model-states files are not
+    read, unless ZeRO-3 saved frozen parameters (each rank's file holds its fragments of them)."""
+    if ctx.target.reader != "zero_to_fp32" or len(missing) == len(expected):
+        return False
+    first = ctx.meta(next(n for n in expected if n not in missing))
+    return layout.stage != 3 or (not first.error and not first.frozen_param_shapes)
 
 
 def _what_it_is(ctx: ProbeContext, layout) -> list[str]:
@@ -146,7 +163,7 @@ def _save_died(ctx: ProbeContext) -> bool:
 
 
 def _against_target(ctx: ProbeContext, layout, evidence: list[str], context: list[str], signals: list[str],
-                    checked: list[str]) -> None:
+                    checked: list[str], supports: list[str]) -> None:
     target = ctx.target
     if target.stage is not None:
         saved = layout.stage_family
@@ -173,23 +190,32 @@ def _against_target(ctx: ProbeContext, layout, evidence: list[str], context: lis
         if saved_world is None:
             context.append(f"target world size {target.describe('world_size')}: the saved one is unknown")
             return
-        checked.append("world_size_differs")
         if saved_world == target.world_size:
+            checked.append("world_size_differs")
             context.append(f"world size {target.describe('world_size')} as saved")
         elif layout.names.universal:
+            checked.append("world_size_differs")
             context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: a universal "
                            "checkpoint (zero/ folder) loads on any world size")
         elif (layout.stage or 0) == 0 and (layout.mp or 1) == 1:
+            checked.append("world_size_differs")
             context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: "
                             "ZeRO-0 checkpoints load on any data-parallel size")
         else:
-            signals.append("world_size_differs")
             split = (f"ZeRO-{layout.stage} optimizer state is partitioned over dp {layout.dp}" if layout.stage
                      else f"the model is split over {layout.mp} model-parallel ranks (mp_rank_* files)")
-            evidence.append(
-                f"saved on {saved_world} rank(s) (dp {layout.dp} x mp {layout.mp or 1}), loading on "
-                f"{target.describe('world_size')}: {split}; resume on the same world size, convert with "
-                "ds_to_universal, or load without optimizer states")
+            line = (f"saved on {saved_world} rank(s) (dp {layout.dp} x mp {layout.mp or 1}), loading on "
+                    f"{target.describe('world_size')}: {split}; resume on the same world size, convert with "
+                    "ds_to_universal, or load without optimizer states")
+            if _from_log(target, "world_size"):
+                # a load that skips the optimizer state (load_optimizer_states=False) runs on any world
+                # size and prints the same: beside a world-size error it is the cause, alone no fault
+                supports.append("world_size_differs")
+                context.append(line)
+            else:
+                checked.append("world_size_differs")
+                signals.append("world_size_differs")
+                evidence.append(line)
 
 
 def _against_parallel(ctx: ProbeContext, layout, evidence: list[str], context: list[str], signals: list[str],
@@ -224,6 +250,11 @@ def _against_parallel(ctx: ProbeContext, layout, evidence: list[str], context: l
                             "stages' optimizer state and layer partitioning do not carry over")
         else:
             context.append(f"{layout.pp} pipeline stages as saved")
+
+
+def _from_log(target, name: str) -> bool:
+    """The load's setting was read from its log (or the launch command it echoes), not given."""
+    return target.sources.get(name, "").startswith(("the log", "the launch command"))
 
 
 def _sources(ctx: ProbeContext) -> dict[str, str]:

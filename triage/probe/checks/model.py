@@ -10,7 +10,9 @@ A wrapper prefix on one side only (`module.` of DDP/DeepSpeed, `_orig_mod.` of t
 the prefix is its own signal. Confirmed: prefix_module, prefix_orig_mod, prefix_peft,
 missing_keys (the model has names the checkpoint lacks), unexpected_keys (the checkpoint has
 names the model lacks), shapes_differ. Without --model, torch's load error in the log is checked
-instead (model_claims.py), including adapter_only. Inconclusive with neither.
+instead (model_claims.py; a pipeline checkpoint's names and shapes from its layer files),
+including adapter_only and partition_differs (a saved flat fp32
+partition of another size than the load's, on the saved dp). Inconclusive with neither.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file
 from triage.probe.model_claims import check_claims
 from triage.probe.model_file import saved_shapes
+from triage.probe.safe_pickle import tensor_shapes
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "model"
@@ -87,10 +90,26 @@ def _saved(ctx: ProbeContext):
         return _unknown("no model-states file to read the saved parameter shapes from")
     meta = ctx.meta(shard.name)
     saved, source = (None, "") if meta.error else saved_shapes(meta)
+    if not saved and ctx.target.model is None:
+        saved, source = _layer_shapes(ctx, listing)
     if not saved:
         return _unknown("the saved parameter shapes could not be read",
                         [f"{shard.name}: " + (meta.error or "no param_shapes and no module tensors")])
     return shard, meta, saved, source
+
+
+def _layer_shapes(ctx: ProbeContext, listing) -> tuple[dict | None, str]:
+    """A pipeline checkpoint keeps its weights in layer_XX-model_states.pt files (each a layer's own
+    state dict), and torch's error from PipelineModule.load_state_dir names them without the layer:
+    each name with every shape the layer files saved under it (claims are checked against any)."""
+    shapes: dict[str, set] = {}
+    files = listing.of("layer")
+    for layer in files:
+        meta = ctx.meta(layer.name)
+        if not meta.error and isinstance(meta.graph, dict):
+            for name, shape in tensor_shapes(meta.graph).items():
+                shapes.setdefault(name, set()).add(shape)
+    return (shapes or None), f"{len(files)} pipeline layer files"
 
 
 def probe(ctx: ProbeContext) -> ProbeResult:
