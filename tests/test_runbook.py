@@ -71,7 +71,7 @@ def test_found_page_has_the_runbook_sections_and_others(run):
     assert code == 0
     assert out.startswith("DS-M001  ")
     headings = re.findall(r"^([A-Z][A-Z ]+)$", out, re.M)
-    assert headings == [name.upper() for name in TERMINAL_SECTIONS]
+    assert headings == [name.upper() for name in TERMINAL_SECTIONS if name != "Affected releases"]  # not a known bug
     assert "Example, from corpus/" in out
     others = out.split("Also matching (score 0-100):", 1)[1]
     assert re.search(r"^  DS-M004  100  ", others, re.M)
@@ -119,8 +119,10 @@ def test_terminal_and_docs_pages_show_the_same_sections(rules):
         docs = rule_page(rule, source, lambda path: path, example)
         term_sections = dict(re.findall(r"^([A-Z][A-Z ]+)\n(.*?)(?=^[A-Z][A-Z ]+\n|^Full page)", terminal, re.M | re.S))
         docs_sections = dict(re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", docs, re.M | re.S))
+        assert {n.upper() for n in TERMINAL_SECTIONS if n in docs_sections} == set(term_sections), rule.id
         for name in TERMINAL_SECTIONS:
-            assert _plain(term_sections[name.upper()]) == _plain(docs_sections[name]), (rule.id, name)
+            if name in docs_sections:  # "Affected releases": known bugs only, in both
+                assert _plain(term_sections[name.upper()]) == _plain(docs_sections[name]), (rule.id, name)
 
 
 def test_runbook_imports_neither_torch_nor_deepspeed(tmp_path):

@@ -81,6 +81,13 @@ class Rule:
     def probes(self) -> list[str]:
         return self.data.get("probes", [])
 
+    @property
+    def releases(self):
+        """A known bug's affected and fixed releases (triage.kb.releases.BugReleases), or None."""
+        from triage.kb.releases import of_rule  # packaging: only for the probes and the docs
+
+        return of_rule(self.data)
+
 
 def compile_rule(data: dict, path: str = "") -> Rule:
     signature = data["signature"]

@@ -44,6 +44,9 @@ def _describe(error) -> str:
     if kind == "required":
         missing = re.findall(r"'([^']+)' is a required property", error.message)
         field = missing[0] if missing else error.message
+        if field == "releases":
+            return (f"{where} lacks 'releases', which a known_bug rule needs. Add the affected releases and the "
+                    "fixing release per package, read from the releases' sources (rules/README.md, `releases`)")
         return f"{where} lacks '{field}'. Add it (rules/README.md lists every field)"
     if kind in ("additionalProperties", "unevaluatedProperties"):
         known = ", ".join(sorted(error.schema.get("properties", {})))
@@ -110,6 +113,10 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
         if action not in REPAIR_ACTIONS:
             report(("repairs", index), f"repair action {action!r} does not exist. Use one of {sorted(REPAIR_ACTIONS)} "
                    "(triage/repair/registry.py), or add the action there first")
+    from triage.kb.releases import problems as release_problems  # packaging: only when validating
+
+    for json_path, text in release_problems(rule):
+        report(json_path, text)
     expects = {example["expect"] for example in rule["examples"]}
     if "match" not in expects:
         report(("examples",), "no positive example (expect: match). Add a real log this rule must rank first")

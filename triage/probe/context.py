@@ -24,6 +24,7 @@ class ProbeContext:
     ranks_per_node: int | None = None  # ranks loading on one node (--ranks-per-node)
     as_user: object = None  # triage.probe.as_user.Identity the permission probe checks as (--as-user)
     timeout: float | None = None  # --timeout: seconds the real load (--reproduce) may take before it is killed
+    known_bugs: tuple = ()  # (rule id, triage.kb.releases.BugReleases) of the known_bug hypotheses (checks/version.py)
     _meta: dict[str, ShardMeta] = field(default_factory=dict, repr=False)
     _layout: SavedLayout | None = field(default=None, repr=False)
     results: dict = field(default_factory=dict, repr=False)  # name -> ProbeResult of probes already run

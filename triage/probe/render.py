@@ -135,6 +135,10 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
         out.append(f"   {d.reason}")
         for name in p.probe_names:
             r = results.get(name)
+            bug = next((b for b in r.known_bugs if b["rule_id"] == h.rule.id), None) if r is not None else None
+            if bug is not None:  # a known bug: its releases against the load's and the saving release
+                out.append(f"   > {name}: {bug['summary']}")
+                continue
             if r is None or not any(sig.startswith(f"{name}.") for sig in d.signals):
                 continue
             if d.status == CONFIRMED:

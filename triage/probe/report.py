@@ -157,6 +157,8 @@ def _ordered(names) -> list[str]:
 def triage(report, ctx: ProbeContext) -> TriageReport:
     # Every probe, not only the hypotheses' ones: they cost milliseconds, and what they find
     # beyond the hypotheses is the verdict when the log's every guess is refuted.
+    ctx.known_bugs = tuple((h.rule.id, h.rule.releases) for h in report.hypotheses
+                           if h.rule.category == "known_bug" and h.rule.releases is not None)
     results = checks.run(ctx, _ordered(set(checks.ORDER) | set(probes_for(report.hypotheses))))
     probed = []
     for h in report.hypotheses:

@@ -22,6 +22,7 @@ class ProbeResult:
     load: dict | None = None  # reproduce: the load it ran (ds_config, world size, stage, model), in the JSON
     sources: dict = field(default_factory=dict)  # the load's setting -> where it came from ("--config", "the log, line 12")
     supports: list[str] = field(default_factory=list)  # facts that confirm a cause only the log names (verdict.SUPPORT)
+    known_bugs: list[dict] = field(default_factory=list)  # version: each known_bug hypothesis against the releases
 
     @property
     def headline(self) -> list[str]:
@@ -37,6 +38,8 @@ class ProbeResult:
         }
         if self.load is not None:
             data["load"] = self.load
+        if self.known_bugs:
+            data["known_bugs"] = [dict(bug) for bug in self.known_bugs]
         return data
 
 

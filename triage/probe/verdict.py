@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from triage.probe import known_bugs
 from triage.probe.result import CONFIRMED, INCONCLUSIVE, REFUTED, ProbeResult
 
 _INTEGRITY = ("empty", "zeroed", "garbage", "lfs_pointer", "truncated", "bad_zip", "crc_mismatch", "bad_pickle",
@@ -73,7 +74,7 @@ CATEGORIES: dict[str, dict[str, list]] = {
     # The host's memory against what every rank reads. Never refuted: an allocation failure in the
     # log beats an estimate, and the job's own limits (ulimit -v, other tenants) are not visible here.
     "out_of_memory": {"confirm": ["memory.too_small"], "refute": []},
-    # Not decided by probes at all.
+    # By the version probe, per rule (entry): does the load's or the saving release have the bug?
     "known_bug": {"confirm": [], "refute": []},
     "unknown": {"confirm": [], "refute": []},
 }
@@ -126,7 +127,17 @@ RULES: dict[str, dict[str, list]] = {
 
 
 def entry(category: str, rule_id: str | None = None) -> dict[str, list]:
+    if category == "known_bug" and rule_id and rule_id not in RULES:
+        # decided by the releases: the version probe checks the rule's affected releases
+        # (checks/version.py); affected is a SUPPORT (supports_of), unaffected refutes
+        return {"confirm": [], "refute": [[f"version.{known_bugs.signal(rule_id)}"]]}
     return RULES.get(rule_id or "", CATEGORIES.get(category, {"confirm": [], "refute": []}))
+
+
+def supports_of(category: str, rule_id: str | None) -> list[str]:
+    """The facts that confirm this hypothesis only because the log names it (SUPPORT)."""
+    own = [f"version.{known_bugs.signal(rule_id)}"] if category == "known_bug" and rule_id else []
+    return SUPPORT.get(category, []) + SUPPORT.get(rule_id or "", []) + own
 
 
 def probes_needed(category: str, rule_id: str | None = None) -> set[str]:
@@ -149,7 +160,7 @@ def decide(category: str, rule_id: str | None, results: dict[str, ProbeResult]) 
     checked = {f"{r.name}.{s}" for r in results.values() for s in r.checked}
     hits = [s for s in e["confirm"] if s in found]
     supported = {f"{r.name}.{s}" for r in results.values() for s in r.supports}
-    hits += [s for s in SUPPORT.get(category, []) + SUPPORT.get(rule_id or "", []) if s in supported]
+    hits += [s for s in supports_of(category, rule_id) if s in supported]
     if hits:
         return Decision(CONFIRMED, "found: " + ", ".join(hits), hits)
     if not e["confirm"] and not e["refute"]:

@@ -74,7 +74,8 @@ def render_page(rule: Rule, source: str, example: Example | None, style: Style |
            f"category {rule.category}, status {data['status']}, priority {rule.priority}: {source}"]
     sections = {section.name: section for section in page(rule, example)}
     for name in TERMINAL_SECTIONS:
-        out += ["", style(name.upper(), "1")] + _blocks(sections[name].blocks, style, "  ", width)
+        if name in sections:  # an optional section (sections.OPTIONAL_SECTIONS) only where the rule has it
+            out += ["", style(name.upper(), "1")] + _blocks(sections[name].blocks, style, "  ", width)
     out += ["", style(f"Full page with the signature and examples: docs/rules/{rule.id}.md", "2")]
     return "\n".join(out) + "\n"
 

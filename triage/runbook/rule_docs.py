@@ -100,7 +100,8 @@ def rule_page(rule: Rule, source: str, link, example: Example | None = None) -> 
            f"{meta}. Source: [{source}]({link(source)}). [All rules](index.md), [by error text](errors.md)", ""]
     sections = {section.name: section for section in page(rule, example)}
     for name in SECTIONS:
-        out += [f"## {name}", ""] + blocks(sections[name].blocks, link)
+        if name in sections:  # an optional section (sections.OPTIONAL_SECTIONS) only where the rule has it
+            out += [f"## {name}", ""] + blocks(sections[name].blocks, link)
     return _tidy(out)
 
 

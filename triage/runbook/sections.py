@@ -73,11 +73,14 @@ class Section:
 
 # (name, docs_only) in page order; the docs show all, the terminal the others.
 SECTION_ORDER = (
-    ("What it means", False), ("Symptoms", False), ("Why it happens", False), ("Signature", True),
+    ("What it means", False), ("Symptoms", False), ("Why it happens", False), ("Affected releases", False),
+    ("Signature", True),
     ("How to verify", False), ("Fix", False), ("Prevention", False), ("References", False),
     ("False positives", False), ("Examples", True),
 )
 DOCS_SECTIONS = tuple(name for name, _ in SECTION_ORDER)
+# Only on the pages of rules that name them (known_bug rules: rules/schema.json `releases`).
+OPTIONAL_SECTIONS = ("Affected releases",)
 TERMINAL_SECTIONS = tuple(name for name, docs_only in SECTION_ORDER if not docs_only)
 EXCERPT_LINES = 40
 
@@ -146,6 +149,7 @@ def page(rule: Rule, example: Example | None) -> list[Section]:
         "What it means": [Para([data["summary"]])],
         "Symptoms": _symptoms(rule, example),
         "Why it happens": [Para([data["cause"].strip()], paragraphs=True)] + _special_cases(data),
+        "Affected releases": _releases(data.get("releases")),
         "Signature": signature_blocks(data["signature"]),
         "How to verify": _verify(data),
         "Fix": [Items([_fix_item(step) for step in data["fix"]], ordered=True)],
@@ -154,7 +158,32 @@ def page(rule: Rule, example: Example | None) -> list[Section]:
         "False positives": [Para([data["false_positives"].strip()])],
         "Examples": _examples(data["examples"]),
     }
-    return [Section(name, body[name], docs_only) for name, docs_only in SECTION_ORDER]
+    return [Section(name, body[name], docs_only) for name, docs_only in SECTION_ORDER
+            if body[name] or name not in OPTIONAL_SECTIONS]
+
+
+_DECIDED_BY = {
+    "load": "the release that runs the failing load or conversion decides (the log's DeepSpeed version, else "
+            "the installed one)",
+    "save": "the release that saved the checkpoint decides (the shards' ds_version)",
+    "either": "either release can carry it: the script saved with the checkpoint (its ds_version) or the "
+              "installed one, whichever ran",
+}
+
+
+def _releases(spec: dict | None) -> list[Block]:
+    """A known bug's releases per package: affected, fixed (or none yet), and how that was found."""
+    if not spec:
+        return []
+    items = []
+    for package, entry in spec.items():
+        if package == "decided_by":
+            continue
+        fixed: list[Span] = ["fixed in ", Code(entry["fixed"])] if entry.get("fixed") else ["no fixed release yet"]
+        items.append(Item([Strong(package), ": affected ", Code(entry["affected"]), "; "] + fixed
+                          + [f". Checked: {' '.join(entry['checked'].split())}"]))
+    return [Items(items), Para([f"Whose release: {_DECIDED_BY[spec['decided_by']]}. `ds-triage triage` compares "
+                                "them with this case's releases (the version probe)."])]
 
 
 def _special_cases(data: dict) -> list[Block]:

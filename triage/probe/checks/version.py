@@ -14,6 +14,11 @@ and the corpus holds checkpoints rewritten to say 0.99.0 that 0.19.8 loads witho
 (zero2-dp1-optim-ds-version-newer, zero2-dp1-model-states-ds-version-newer). So it never makes
 `probe` or `verify` fail; it confirms a cause only when the log's own error is a version skew
 (a version_incompatible hypothesis: verdict.SUPPORT), where it is the likely reason.
+
+Known bugs (triage only: ctx.known_bugs holds the known_bug hypotheses' rules): for each, whether
+the load's release and the saving release are among the rule's affected releases
+(triage/probe/known_bugs.py). The deciding release having the bug supports the hypothesis
+(`release_affected:<rule id>`); not having it refutes it (checked, not supported).
 """
 
 from __future__ import annotations
@@ -60,9 +65,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         ds_installed, sources = ctx.target.ds_version, {"ds_version": ctx.target.sources.get("ds_version", "?")}
         context.append(f"the load ran deepspeed {ds_installed} ({sources['ds_version']})")
     if listing is None or not listing.exists or listing.error:
-        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
-                       unknown="no shard could be read for its ds_version", evidence=evidence, context=context,
-                       command="")
+        bugs = _known_bugs(ctx, sources, [])
+        return _with_bugs(outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
+                                  unknown="no shard could be read for its ds_version", evidence=evidence,
+                                  context=context, command=""), bugs)
     signals: list[str] = []
     saved: dict[str, list[str]] = {}
     unread = 0
@@ -114,7 +120,40 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         if (listing.of("optim") or listing.of("model", "zero3_model")) else ""
     command = (f"python -m triage.probe.safe_pickle {sample} | grep ds_version; " if sample else "") + \
         "pip show deepspeed torch | grep -E '^(Name|Version)'"
-    return outcome(NAME, signals=signals, checked=list(SIGNALS), complete=True,
-                   found="the installed DeepSpeed cannot load this checkpoint's version",
-                   clear=clear, unknown="", evidence=evidence, context=context, command=command, sources=sources,
-                   supports=supports, facts={"saved": sorted(saved), "load": ds_installed})
+    bugs = _known_bugs(ctx, sources, [v for v in saved if v != "none"])
+    return _with_bugs(outcome(NAME, signals=signals, checked=list(SIGNALS), complete=True,
+                              found="the installed DeepSpeed cannot load this checkpoint's version",
+                              clear=clear, unknown="", evidence=evidence, context=context, command=command,
+                              sources=sources, supports=supports, facts={"saved": sorted(saved), "load": ds_installed}),
+                      bugs)
+
+
+def _known_bugs(ctx: ProbeContext, sources: dict, saved: list[str]) -> list:
+    """The known_bug hypotheses of this triage (ctx.known_bugs) against this case's releases."""
+    if not ctx.known_bugs:
+        return []
+    from triage.probe.known_bugs import Releases, assess
+
+    packages = {name for _, bug in ctx.known_bugs for name in (p.package for p in bug.packages)}
+    here = {name: installed(name) for name in packages | {"deepspeed"}}
+    load = dict(here)
+    if ctx.target.ds_version:
+        load["deepspeed"] = ctx.target.ds_version
+    releases = Releases(load=load, installed=here, saved=sorted(saved, key=lambda v: parse(v) or ()),
+                        sources={"deepspeed": sources["ds_version"]} if sources else {})
+    return [assess(rule_id, bug, releases) for rule_id, bug in ctx.known_bugs]
+
+
+def _with_bugs(result: ProbeResult, bugs: list) -> ProbeResult:
+    """Each known bug decided is `checked`; one the deciding release has is a `supports` (it confirms
+    that known_bug hypothesis only: verdict.SUPPORT); the lines go first in the context."""
+    from triage.probe.known_bugs import signal
+
+    for bug in bugs:
+        if bug.affected is not None:
+            result.checked.append(signal(bug.rule_id))
+        if bug.affected:
+            result.supports.append(signal(bug.rule_id))
+    result.evidence[result.found_lines:result.found_lines] = [bug.line for bug in bugs]
+    result.known_bugs = [bug.to_json() for bug in bugs]
+    return result
