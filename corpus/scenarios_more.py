@@ -235,7 +235,7 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
         case(f"zero_to_fp32-{name}", "clean", None, name, f"{lay_text(name)}: zero_to_fp32 conversion",
              "none (healthy run)", run="zero_to_fp32")
     for name in ["z1-dp2-fp32", "z2-dp2-fp32", "z3-dp2-fp32", "z2-dp2-bf16", "z3-dp2-bf16", "tp2-z1-fp32",
-                 "pp2-z1-fp32"]:
+                 "pp2-z1-fp32", "groups-z3-dp2-fp32"]:
         case(f"ds_to_universal-{name}", "clean", None, name, f"{lay_text(name)}: ds_to_universal conversion",
              "none (healthy run)", run="ds_to_universal", flags=INJ if LAYOUTS[name]["stage"] < 3 else [])
     for name in ["z1-dp2-fp32", "z2-dp2-fp32", "z3-dp2-fp32", "z2-dp2-bf16"]:
@@ -244,6 +244,15 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
              "none (healthy run; the supported way to change dp)",
              pre=[dict(run="ds_to_universal", flags=INJ if LAYOUTS[name]["stage"] < 3 else [])],
              args={"nproc": 1}, flags=["--universal"])
+    groups = "groups-z3-dp2-fp32"
+    case(f"resume-universal-{groups}-converted-by-project-release-on-dp1", "clean", None, groups,
+         f"{lay_text(groups)}, two optimizer param groups: converted with the project's DeepSpeed (ds_to_universal "
+         "of 0.19.8, also on a release pair), resumed on 1 rank with load_universal",
+         "none (healthy run on 0.19.8; on an older release pair: a newer converter's universal checkpoint, "
+         "loaded by the older release)",
+         pre=[dict(run="cmd", argv=["{project_py}", "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+                                    f"{{ckpt}}/{T}", "--output_folder", f"{{ckpt}}/{T}_universal"])],
+         args={"nproc": 1}, flags=["--universal"])
     case("train-long-z2-dp2-fp32", "clean", None, z2d2, "ZeRO-2 dp 2 fp32: 400 steps, checkpoint every 100",
          "none (healthy run; source sample for corpus/clean_chatter.py)", run="train", load_dir="long",
          args={"steps": 400}, flags=["--save-every", "100"])
