@@ -109,6 +109,7 @@ def test_the_release_the_log_names_decides_over_the_installed_one(rule_id):
         outcomes[name] = (bug, verdict.decide("known_bug", rule_id, results).status)
     bug, status = outcomes["log"]
     [deepspeed] = bug["packages"]
+    assert deepspeed["affected_releases"] == _rule(rule_id).data["releases"]["deepspeed"]["affected"]  # as written
     assert deepspeed["load"] == "0.14.5" and deepspeed["installed"] == INSTALLED
     assert deepspeed["load_affected"] is rng.affected.contains(Version("0.14.5"))
     assert deepspeed["installed_affected"] is rng.affected.contains(Version(INSTALLED))
