@@ -244,6 +244,11 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
              "none (healthy run; the supported way to change dp)",
              pre=[dict(run="ds_to_universal", flags=INJ if LAYOUTS[name]["stage"] < 3 else [])],
              args={"nproc": 1}, flags=["--universal"])
+    z3d1 = "z3-dp1-fp32"
+    case("zero3-dp1-latest-deleted-load-tag-no-optim", "failure", "known_bug", z3d1, lay_text(z3d1),
+         "deleted the `latest` file; load_checkpoint(tag='global_step3', load_optimizer_states=False): the tag "
+         "directory is complete, but ZeRO-3's no-optimizer load reads the weights through zero_to_fp32 without "
+         "the tag", inject=[("delete", "latest")], tag=T, flags=["--no-load-optim"], rule="DS-B001")
     groups = "groups-z3-dp2-fp32"
     case(f"resume-universal-{groups}-converted-by-project-release-on-dp1", "clean", None, groups,
          f"{lay_text(groups)}, two optimizer param groups: converted with the project's DeepSpeed (ds_to_universal "
