@@ -46,7 +46,7 @@ MATRIX = (
     "zero_to_fp32-zero2-dp2-missing-shard", "zero_to_fp32-zero2-latest-deleted", "ds_to_universal-zero2-dp2-missing-shard",
     # healthy on 0.19.8; a known bug of the older converters (DS-B106)
     "ds_to_universal-groups-z3-dp2-fp32", "resume-universal-groups-z3-dp2-fp32-converted-by-project-release-on-dp1",
-    "zero3-dp1-latest-deleted-load-tag-no-optim",
+    "zero3-dp1-latest-deleted-load-tag-no-optim", "job-ds-to-universal-output-slash-then-load-universal",
     # not a checkpoint failure
     "negative-shape",
     # healthy runs

@@ -159,6 +159,14 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
          "one job: stage-0 (no ZeRO) dp 2 training saves, then a step with a stage-2 config loads the checkpoint",
          "ds_config zero_optimization.stage 0 at save, 2 at load; both steps in one job log",
          pre=[dict(run="train")], record_pre=True, args={"stage": 2})
+    case("job-ds-to-universal-output-slash-then-load-universal", "failure", "known_bug", "z2-dp2-fp32",
+         "one job: ds_to_universal of a healthy ZeRO-2 dp 2 checkpoint, then a 1-rank resume with load_universal",
+         "--output_folder given with a trailing slash (global_step3_universal/): ds_to_universal writes "
+         "latest_universal, empty, inside the universal folder instead of beside it; both steps in one job log",
+         pre=[dict(run="cmd", argv=["{py}", "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+                                    f"{{ckpt}}/{T}", "--output_folder", f"{{ckpt}}/{T}_universal/",
+                                    "--inject_missing_state"])],
+         record_pre=True, args={"nproc": 1}, flags=["--universal"], rule="DS-B108")
     case("job-zero2-train-then-load-missing-tag", "failure", "missing_file", "z2-dp2-fp32",
          "one job: ZeRO-2 dp 2 training saves, then a step loads a tag that was never saved",
          "load_checkpoint(tag='global_step99'); both steps in one job log",
