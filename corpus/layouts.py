@@ -21,6 +21,8 @@ LAYOUTS["hf-z3-dp2-bf16"] = dict(stage=3, dp=2, precision="bf16", sub="checkpoin
 LAYOUTS["big-z2-dp1-fp32"] = dict(stage=2, dp=1, precision="fp32", model="big")
 LAYOUTS["sgd-z2-dp1-fp32"] = dict(stage=2, dp=1, precision="fp32", optimizer="sgd")
 LAYOUTS["ds-adamw-z0-dp1-fp32"] = dict(stage=0, dp=1, precision="fp32", optimizer="ds_adamw")
+# two optimizer param groups (weight decay on weights only): ZeRO-3 keeps one flat fp32 partition per group
+LAYOUTS["groups-z3-dp2-fp32"] = dict(stage=3, dp=2, precision="fp32", optimizer="adamw2groups")
 # saver SIGKILLed after its first file (model states) -> tag dir without optimizer shard, no `latest`
 LAYOUTS["killed-save-z2-dp1-fp32"] = dict(stage=2, dp=1, precision="fp32", kill_after_saves=1)
 

@@ -44,6 +44,9 @@ MATRIX = (
     "zero2-dp1-load-torch-force-weights-only",
     # the converters
     "zero_to_fp32-zero2-dp2-missing-shard", "zero_to_fp32-zero2-latest-deleted", "ds_to_universal-zero2-dp2-missing-shard",
+    # healthy on 0.19.8; a known bug of the older converters (DS-B106)
+    "ds_to_universal-groups-z3-dp2-fp32", "resume-universal-groups-z3-dp2-fp32-converted-by-project-release-on-dp1",
+    "zero3-dp1-latest-deleted-load-tag-no-optim", "job-ds-to-universal-output-slash-then-load-universal",
     # not a checkpoint failure
     "negative-shape",
     # healthy runs
@@ -160,10 +163,27 @@ def _refused_before(step: str) -> dict:
         f"(LossScaler) before {step}, so the injected fault is never reached; labelled with what happened"))
 
 
+_Z3_GROUPS_UNIVERSAL = dict(
+    kind="failure", category="known_bug", rule="DS-B106",
+    note="ds_to_universal before 0.18 reads only the first ZeRO-3 flat partition (state[0], fp32_flat_groups[0]) "
+         "and walks every parameter's offset through it: with two param groups the first parameter of the second "
+         "group runs past its end (narrow: start + length exceeds dimension size). 0.19.8 converts the same layout")
+_Z3_GROUPS_UNIVERSAL_LOAD = dict(
+    kind="failure", category="known_bug", rule="DS-B107",
+    note="the ZeRO-3 universal loader before 0.18 (load_hp_checkpoint_state_from_checkpoint_dir_stage3) reads "
+         "param_shapes[0] only and puts every fragment into the first partition and param group: the second group "
+         "arrives empty and torch's Optimizer.load_state_dict refuses the group sizes. The universal checkpoint is "
+         "0.19.8's (this release cannot convert two groups: DS-B106); 0.19.8 loads it")
 OBSERVED: dict[str, dict[str, dict]] = {
     "ds0.14.5-torch2.5.1": {"torch-load-zero2-optim-shard": _TORCH_LOAD_BEFORE_2_6,
-                            "zero2-dp1-param-groups-changed": _PARAM_GROUPS_BEFORE_0_19},
-    "ds0.16.9-torch2.6.0": {"zero2-dp1-param-groups-changed": _PARAM_GROUPS_BEFORE_0_19},
+                            "zero2-dp1-param-groups-changed": _PARAM_GROUPS_BEFORE_0_19,
+                            "ds_to_universal-groups-z3-dp2-fp32": _Z3_GROUPS_UNIVERSAL,
+                            "resume-universal-groups-z3-dp2-fp32-converted-by-project-release-on-dp1":
+                                _Z3_GROUPS_UNIVERSAL_LOAD},
+    "ds0.16.9-torch2.6.0": {"zero2-dp1-param-groups-changed": _PARAM_GROUPS_BEFORE_0_19,
+                            "ds_to_universal-groups-z3-dp2-fp32": _Z3_GROUPS_UNIVERSAL,
+                            "resume-universal-groups-z3-dp2-fp32-converted-by-project-release-on-dp1":
+                                _Z3_GROUPS_UNIVERSAL_LOAD},
     "ds0.15.4-torch2.6.0": {
         "resume-z2-dp2-fp32": _WEIGHTS_ONLY,
         "zero_to_fp32-z2-dp2-fp32": _WEIGHTS_ONLY,
@@ -183,6 +203,12 @@ OBSERVED: dict[str, dict[str, dict]] = {
             "ds_to_universal of DeepSpeed 0.15.4 is refused by torch 2.6's weights_only default on the first "
             "optimizer shard it loads (_get_zero_stage), before it merges the shards: the deleted shard is never "
             "reached")),
+        "ds_to_universal-groups-z3-dp2-fp32": dict(_WEIGHTS_ONLY, note=(
+            "ds_to_universal of DeepSpeed 0.15.4 is refused by torch 2.6's weights_only default on the first "
+            "optimizer shard it loads (ZeroStageEnum), before it extracts a fragment: its one-group limit "
+            "(DS-B106) is never reached")),
+        "resume-universal-groups-z3-dp2-fp32-converted-by-project-release-on-dp1": _refused_before(
+            "the universal checkpoint's optimizer state is read"),
         "zero2-dp1-load-torch-force-weights-only": dict(_WEIGHTS_ONLY, note=(
             "TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 changes nothing on this pair: torch 2.6's default already refuses "
             "DeepSpeed 0.15.4's torch.load without weights_only (resume-z2-dp2-fp32 of this pair fails the same "

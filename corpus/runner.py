@@ -79,8 +79,8 @@ def build_command(sc, lay, ckpt):
                "--output_folder", os.path.join(ckpt, (tag or L.TAG) + "_universal")]
     elif run == "torch_load":
         cmd = [PY, "corpus/workers/plain_load.py", os.path.join(ckpt, sc["file"])]
-    elif run == "cmd":
-        cmd = [a.format(py=PY, ckpt=ckpt) for a in sc["argv"]]
+    elif run == "cmd":  # {project_py}: the project's own DeepSpeed, also on a release pair (a newer converter)
+        cmd = [a.format(py=PY, ckpt=ckpt, project_py=str(REPO / ".venv" / "bin" / "python")) for a in sc["argv"]]
     else:
         raise ValueError(run)
     cmd += list(sc.get("flags", []))

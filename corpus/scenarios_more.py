@@ -159,6 +159,14 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
          "one job: stage-0 (no ZeRO) dp 2 training saves, then a step with a stage-2 config loads the checkpoint",
          "ds_config zero_optimization.stage 0 at save, 2 at load; both steps in one job log",
          pre=[dict(run="train")], record_pre=True, args={"stage": 2})
+    case("job-ds-to-universal-output-slash-then-load-universal", "failure", "known_bug", "z2-dp2-fp32",
+         "one job: ds_to_universal of a healthy ZeRO-2 dp 2 checkpoint, then a 1-rank resume with load_universal",
+         "--output_folder given with a trailing slash (global_step3_universal/): ds_to_universal writes "
+         "latest_universal, empty, inside the universal folder instead of beside it; both steps in one job log",
+         pre=[dict(run="cmd", argv=["{py}", "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+                                    f"{{ckpt}}/{T}", "--output_folder", f"{{ckpt}}/{T}_universal/",
+                                    "--inject_missing_state"])],
+         record_pre=True, args={"nproc": 1}, flags=["--universal"], rule="DS-B108")
     case("job-zero2-train-then-load-missing-tag", "failure", "missing_file", "z2-dp2-fp32",
          "one job: ZeRO-2 dp 2 training saves, then a step loads a tag that was never saved",
          "load_checkpoint(tag='global_step99'); both steps in one job log",
@@ -235,7 +243,7 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
         case(f"zero_to_fp32-{name}", "clean", None, name, f"{lay_text(name)}: zero_to_fp32 conversion",
              "none (healthy run)", run="zero_to_fp32")
     for name in ["z1-dp2-fp32", "z2-dp2-fp32", "z3-dp2-fp32", "z2-dp2-bf16", "z3-dp2-bf16", "tp2-z1-fp32",
-                 "pp2-z1-fp32"]:
+                 "pp2-z1-fp32", "groups-z3-dp2-fp32"]:
         case(f"ds_to_universal-{name}", "clean", None, name, f"{lay_text(name)}: ds_to_universal conversion",
              "none (healthy run)", run="ds_to_universal", flags=INJ if LAYOUTS[name]["stage"] < 3 else [])
     for name in ["z1-dp2-fp32", "z2-dp2-fp32", "z3-dp2-fp32", "z2-dp2-bf16"]:
@@ -244,6 +252,20 @@ def more(case, lay_text, OPT, BOPT, MS, Z3MS):
              "none (healthy run; the supported way to change dp)",
              pre=[dict(run="ds_to_universal", flags=INJ if LAYOUTS[name]["stage"] < 3 else [])],
              args={"nproc": 1}, flags=["--universal"])
+    z3d1 = "z3-dp1-fp32"
+    case("zero3-dp1-latest-deleted-load-tag-no-optim", "failure", "known_bug", z3d1, lay_text(z3d1),
+         "deleted the `latest` file; load_checkpoint(tag='global_step3', load_optimizer_states=False): the tag "
+         "directory is complete, but ZeRO-3's no-optimizer load reads the weights through zero_to_fp32 without "
+         "the tag", inject=[("delete", "latest")], tag=T, flags=["--no-load-optim"], rule="DS-B001")
+    groups = "groups-z3-dp2-fp32"
+    case(f"resume-universal-{groups}-converted-by-project-release-on-dp1", "clean", None, groups,
+         f"{lay_text(groups)}, two optimizer param groups: converted with the project's DeepSpeed (ds_to_universal "
+         "of 0.19.8, also on a release pair), resumed on 1 rank with load_universal",
+         "none (healthy run on 0.19.8; on an older release pair: a newer converter's universal checkpoint, "
+         "loaded by the older release)",
+         pre=[dict(run="cmd", argv=["{project_py}", "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+                                    f"{{ckpt}}/{T}", "--output_folder", f"{{ckpt}}/{T}_universal"])],
+         args={"nproc": 1}, flags=["--universal"])
     case("train-long-z2-dp2-fp32", "clean", None, z2d2, "ZeRO-2 dp 2 fp32: 400 steps, checkpoint every 100",
          "none (healthy run; source sample for corpus/clean_chatter.py)", run="train", load_dir="long",
          args={"steps": 400}, flags=["--save-every", "100"])

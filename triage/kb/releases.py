@@ -24,6 +24,7 @@ class PackageRange:
     affected: SpecifierSet
     fixed: Version | None
     checked: str
+    written: str = ""  # `affected` as the rule writes it (SpecifierSet sorts its clauses)
 
     def has_defect(self, version: str | None) -> bool | None:
         """True/False for a release; None when the release is unknown or not a PEP 440 version."""
@@ -34,7 +35,7 @@ class PackageRange:
         return self.affected.contains(parsed, prereleases=True)
 
     def describe(self) -> str:
-        return f"{self.package} {self.affected}; " + (f"fixed in {self.fixed}" if self.fixed else NO_FIX)
+        return f"{self.package} {self.written or self.affected}; " + (f"fixed in {self.fixed}" if self.fixed else NO_FIX)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def of_rule(data: dict) -> BugReleases | None:
     if not spec:
         return None
     packages = tuple(PackageRange(name, SpecifierSet(entry["affected"]),
-                                  Version(entry["fixed"]) if entry.get("fixed") else None, entry["checked"])
+                                  Version(entry["fixed"]) if entry.get("fixed") else None, entry["checked"],
+                                  entry["affected"])
                      for name, entry in spec.items() if name in PACKAGES)
     return BugReleases(spec["decided_by"], packages)
 

@@ -63,7 +63,7 @@ def assess(rule_id: str, bug, releases: Releases) -> Assessment:
     packages, verdicts, parts = [], [], []
     for rng in bug.packages:
         load = releases.load.get(rng.package)
-        entry = {"package": rng.package, "affected_releases": str(rng.affected),
+        entry = {"package": rng.package, "affected_releases": rng.written or str(rng.affected),
                  "fixed": str(rng.fixed) if rng.fixed else None,
                  "load": load, "load_affected": rng.has_defect(load)}
         installed = releases.installed.get(rng.package)
