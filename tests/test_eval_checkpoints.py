@@ -54,8 +54,8 @@ def test_the_subset_covers_every_category_the_corpus_has_with_checkpoints():
 
 
 def test_every_kind_of_silent_fault_is_in_the_subset_with_deep():
-    # the checkpoint's own (shards exchanged between ranks, one from another save: corpus/silent.py)
-    # and the load's ((None, None): `latest` missing, the load dir one level off)
+    # the checkpoint's own (shards exchanged between ranks, one from another save: corpus/silent.py),
+    # the load's ((None, None): `latest` missing, the load dir one level off)
     from corpus.scenarios import SCENARIOS
 
     deep = {e.id for e in SUBSET if e.deep}
@@ -65,6 +65,8 @@ def test_every_kind_of_silent_fault_is_in_the_subset_with_deep():
     silent_scenarios = {s["id"] for s in SCENARIOS if s["kind"] == "silent"}
     assert any("latest-deleted" in e for e in deep & silent_scenarios)
     assert any("parent-dir" in e for e in deep & silent_scenarios)
+    # and the model's: a renamed module loaded with strict=False, found with the model the job builds
+    assert {e.id for e in SUBSET if e.with_model} & deep & silent_scenarios
 
 
 def test_a_silent_fault_that_verify_passes_fails_the_gate():

@@ -102,6 +102,45 @@ def test_safetensors_header_is_read_with_the_stdlib(tmp_path):
         read_model(str(path))
 
 
+def _worker_model(tmp_path, variant):
+    """The names and shapes of a corpus worker model variant, written by corpus/workers/model_shapes.py
+    (it builds the real torch module)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / f"{variant}.json"
+    subprocess.run([sys.executable, str(pc.ROOT / "corpus" / "workers" / "model_shapes.py"), variant, str(out)],
+                   check=True)
+    return str(out)
+
+
+def test_a_renamed_module_is_named_and_fails_verify(cli, tmp_path):
+    """The corpus's silent load (blocks renamed trunk, loaded with strict=False: DeepSpeed keeps the
+    random init without a word): the checkpoint is sound, the model the job builds is not."""
+    renamed = _worker_model(tmp_path, "renamed")
+    result = probe("model", pc.scenario(pc.HEALTHY), model=renamed)
+    assert result.status == CONFIRMED
+    assert result.signals == ["renamed_module", "missing_keys", "unexpected_keys"]
+    assert result.facts["renamed"] == [{"checkpoint": "blocks", "model": "trunk", "tensors": 8}]
+    assert result.evidence[0].startswith("`blocks.*` in the checkpoint is `trunk.*` in your model (8 tensors")
+    failed = cli("verify", pc.scenario(pc.HEALTHY), "--model", renamed, "--json")
+    assert failed.returncode == 1
+    assert any("renamed module" in p for p in json.loads(failed.stdout)["problems"])
+    same = cli("verify", pc.scenario(pc.HEALTHY), "--model", _worker_model(tmp_path, "base"))
+    assert same.returncode == 0, same.stdout
+
+
+def test_a_rename_needs_two_pairs_with_the_same_shapes():
+    from triage.probe.checks.model import module_renames
+
+    saved = {"enc.0.w": [4, 4], "enc.1.w": [4, 4], "head.w": [2, 4]}
+    built = {"dec.0.w": [4, 4], "dec.1.w": [8, 4], "head.w": [2, 4]}
+    # one pair with the same shape is a coincidence, not a rename
+    assert module_renames(["dec.0.w", "dec.1.w"], ["enc.0.w", "enc.1.w"], built, saved) == []
+    built["dec.1.w"] = [4, 4]
+    assert module_renames(["dec.0.w", "dec.1.w"], ["enc.0.w", "enc.1.w"], built, saved) == [("enc", "dec", 2)]
+
+
 def test_bad_model_files_are_bad_input(tmp_path):
     for name, text in (("list.json", "[1, 2]"), ("shape.json", '{"a": "big"}'), ("broken.json", "{")):
         (tmp_path / name).write_text(text)

@@ -135,7 +135,8 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
         (1, "not healthy", "a probe found a problem, a file is not verified safe, or a file differs from the "
          "manifest (missing, short, changed sha256, not listed); `problems` says which."),
         (3, "cannot be checked", "the checkpoint path does not exist; `--manifest` missing, not JSON, or not a "
-         "ds-triage manifest of this schema_version; `--junit FILE` cannot be written."),
+         "ds-triage manifest of this schema_version; `--model` missing, unreadable or not a model file; "
+         "`--junit FILE` cannot be written."),
     ],
     "manifest": [
         (0, "written", "the manifest was written."),

@@ -26,6 +26,9 @@ def register(subparsers) -> None:
     parser.add_argument("--load-dir", metavar="DIR", help="the dir the job passes to load_checkpoint / --load: one "
                         "level off (a tag dir, a Trainer output dir, the root's parent) fails, as DeepSpeed silently "
                         "returns (None, None) from it")
+    parser.add_argument("--model", metavar="FILE", help="the model the job builds (a JSON/YAML of parameter names to "
+                        "shapes, a state-dict file or a .safetensors file): names or shapes that differ fail, as a "
+                        "load with strict=False takes them without a word")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--junit", metavar="FILE", help="also write the result as JUnit XML (a testcase per probe, "
                         "the manifest and the trust walk) for a CI system's test view")
@@ -63,7 +66,8 @@ def render(report) -> str:
 def run(args) -> int:
     from triage.repair.verify import verify
 
-    report = verify(args.ckpt, args.manifest, deep=args.deep, hashed=not args.sizes_only, load_dir=args.load_dir)
+    report = verify(args.ckpt, args.manifest, deep=args.deep, hashed=not args.sizes_only, load_dir=args.load_dir,
+                    model=args.model)
     if args.junit:
         _write_junit(report, args.junit)
     emit(args.json, report.to_json, lambda: render(report))

@@ -50,6 +50,7 @@ JOBS = 2  # scenarios made at once, at most one per core: on a shared machine ea
 class Entry:
     id: str  # a corpus scenario id (corpus/scenarios.py)
     deep: bool = False  # a silent fault: triage --deep (reading every byte finds some), and verify must fail
+    with_model: bool = False  # triage and verify get --model: the names and shapes of the model the load built
 
 
 # Every category the corpus has with checkpoints, the parallel and precision facts the probes
@@ -79,6 +80,9 @@ SUBSET = (
     # silent faults of the checkpoint (corpus/silent.py; corrupt_file): a resume prints nothing wrong
     Entry("z2-dp2-fp32-optim-shards-swapped", deep=True),  # two ranks' optimizer shards exchanged
     Entry("z3-dp2-fp32-optim-shard-from-later-save", deep=True),  # one rank's shard from a later save
+    # silent in the load, not the checkpoint: a renamed module loaded with strict=False; only the model
+    # the job builds (--model) can tell
+    Entry("zero2-dp1-model-renamed-nonstrict-module-only", deep=True, with_model=True),
     Entry("resume-z2-dp2-fp32"),  # healthy
     Entry("resume-z3-dp2-fp32"),  # healthy
     Entry("resume-tp2-z1-fp32"),  # healthy: tp 2 on dp 1 x mp 2, DeepSpeed prints world_size 1 (its dp size)
@@ -295,9 +299,10 @@ def _one(entry: Entry, scenario: dict, corpus, work: Path, base: Path, log) -> O
     if ckpt is None:
         outcome.error = "no checkpoint kept"
     else:
-        _triage(outcome, log_path, ckpt, user + (["--deep"] if entry.deep else []))
+        model = _model_file(scenario, runner, work) if entry.with_model else []
+        _triage(outcome, log_path, ckpt, user + (["--deep"] if entry.deep else []) + model)
         if entry.deep:
-            outcome.verify_failed = _verify_fails(ckpt, loaded or ckpt)
+            outcome.verify_failed = _verify_fails(ckpt, loaded or ckpt, model)
     outcome.seconds = time.monotonic() - started
     log(f"{entry.id}: {outcome.status} {outcome.category} ({outcome.seconds:.0f} s)")
     return outcome
@@ -317,12 +322,25 @@ def _make_silent(entry: dict, silent, generate, runner, work: Path, base: Path):
     return ckpt, ckpt, log_path, []
 
 
-def _verify_fails(ckpt: Path, loaded: Path) -> bool:
-    """`ds-triage verify --deep --load-dir LOADED CKPT` exits 1: the gate after a save, told the dir the
-    job loads, catches it."""
+def _model_file(scenario: dict, runner, work: Path) -> list[str]:
+    """["--model", JSON]: the names and shapes of the worker model variant the scenario's load built
+    (corpus/workers/model_shapes.py), as the job's owner would describe their model."""
     from triage.kb.index import REPO_ROOT
 
-    command = [sys.executable, "-m", "triage", "verify", str(ckpt), "--deep", "--load-dir", str(loaded), "--json"]
+    out = work / f"{scenario['id']}.model.json"
+    variant = scenario.get("args", {}).get("model", "base")
+    subprocess.run([runner.PY, str(Path(REPO_ROOT) / "corpus" / "workers" / "model_shapes.py"), variant, str(out)],
+                   check=True, timeout=300)  # a failure raises: the run stops with its traceback (a bug here)
+    return ["--model", str(out)]
+
+
+def _verify_fails(ckpt: Path, loaded: Path, options: list[str] = ()) -> bool:
+    """`ds-triage verify --deep --load-dir LOADED CKPT` exits 1: the gate after a save, told the dir the
+    job loads (and, with_model, the model it builds), catches it."""
+    from triage.kb.index import REPO_ROOT
+
+    command = [sys.executable, "-m", "triage", "verify", str(ckpt), "--deep", "--load-dir", str(loaded), "--json",
+               *options]
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=600).returncode == 1
 
 

@@ -19,7 +19,7 @@ from triage.manifest.build import manifest_path
 from triage.manifest.check import ManifestCheck, check
 from triage.probe.context import ProbeContext
 from triage.probe.report import ProbeReport, probe_all
-from triage.probe.target import Target
+from triage.probe.target import from_args
 from triage.probe.trust import TrustReport, scan
 
 SCHEMA_VERSION = 1
@@ -55,16 +55,16 @@ class VerifyReport:
 
 
 def verify(path: str, manifest: str | None = None, deep: bool = False, hashed: bool = True,
-           load_dir: str | None = None) -> VerifyReport:
+           load_dir: str | None = None, model: str | None = None) -> VerifyReport:
     """load_dir: the dir the job will pass to load_checkpoint / --load; one level off (a tag dir, a
-    Trainer output dir, the root's parent) is a problem: DeepSpeed returns (None, None) from it."""
+    Trainer output dir, the root's parent) is a problem: DeepSpeed returns (None, None) from it.
+    model: the model the job builds (a --model file): names or shapes that differ are a problem, as a
+    load with strict=False would take the checkpoint without a word."""
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or directory")
     if manifest is not None and not os.path.isfile(manifest):
         raise BadInput(f"--manifest {manifest}: no such file")
-    target = Target()
-    if load_dir is not None:
-        target.load_dir, target.sources["load_dir"] = load_dir, "--load-dir"
+    target = from_args(None, None, None, model=model, load_dir=load_dir)
     ctx = ProbeContext.for_path(path, target, deep=deep)
     report = probe_all(ctx)
     tag_dir = ctx.ckpt.tag_dir

@@ -9,7 +9,9 @@ A wrapper prefix on one side only (`module.` of DDP/DeepSpeed, `_orig_mod.` of t
 `base_model.model.` of PEFT) is recognised first: the names are compared once it is removed and
 the prefix is its own signal. Confirmed: prefix_module, prefix_orig_mod, prefix_peft,
 missing_keys (the model has names the checkpoint lacks), unexpected_keys (the checkpoint has
-names the model lacks), shapes_differ. Without --model, torch's load error in the log is checked
+names the model lacks), shapes_differ, renamed_module (the missing and unexpected names pair up,
+same shapes, once one module path is swapped for another: `blocks.` saved, `trunk.` built; a load with
+strict=False leaves those at their initial values without a word). Without --model, torch's load error in the log is checked
 instead (model_claims.py; a pipeline checkpoint's names and shapes from its layer files),
 including adapter_only and partition_differs (a saved flat fp32
 partition of another size than the load's, on the saved dp). Inconclusive with neither.
@@ -28,7 +30,7 @@ from triage.probe.result import ProbeResult, outcome
 
 NAME = "model"
 PREFIXES = (("module.", "prefix_module"), ("_orig_mod.", "prefix_orig_mod"), ("base_model.model.", "prefix_peft"))
-SIGNALS = tuple(s for _, s in PREFIXES) + ("missing_keys", "unexpected_keys", "shapes_differ")
+SIGNALS = tuple(s for _, s in PREFIXES) + ("missing_keys", "unexpected_keys", "shapes_differ", "renamed_module")
 CAP = 10  # names listed per kind of difference
 
 
@@ -147,6 +149,13 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             context.append(_listed("saved module entries that are not parameters (buffers?), not in your file",
                                    skipped))
     differ = sorted(k for k in a_saved.keys() & a_expected.keys() if tuple(a_saved[k]) != tuple(a_expected[k]))
+    renames = module_renames(missing, unexpected, a_expected, a_saved)
+    if renames:
+        signals.append("renamed_module")
+        evidence[:0] = [f"`{old}.*` in the checkpoint is `{new}.*` in your model ({n} tensors, the same shapes): "
+                        f"a renamed module; a load with strict=False (load_module_strict=False) leaves them at their "
+                        f"initial values without a word. Rename `{old}.` to `{new}.` in the saved keys, or the "
+                        f"attribute back" for old, new, n in renames]
     if missing:
         signals.append("missing_keys")
         evidence.append(_listed("missing from the checkpoint (your model has them)", missing))
@@ -166,8 +175,36 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    clear="the checkpoint's parameter names and shapes match your model",
                    unknown="", evidence=evidence, context=context, command=command,
                    facts={"missing": missing, "unexpected": unexpected, "shapes_differ": differ,
+                          "renamed": [{"checkpoint": old, "model": new, "tensors": n} for old, new, n in renames],
                           "prefixes": [{"prefix": p, "side": s} for p, _, s in removed]},
                    sources={"model": "--model"})
+
+
+def module_renames(missing, unexpected, expected: dict, saved: dict) -> list[tuple[str, str, int]]:
+    """(saved module path, model module path, tensors) for the renames that pair unexpected names with
+    missing ones: the same rest of the name and shape once one path is swapped for the other. The
+    pairing covering most tensors first; a rename must cover at least two (one pair is a coincidence)."""
+    by_rest: dict[str, list[str]] = {}
+    for name in missing:
+        parts = name.split(".")
+        for k in range(1, len(parts)):
+            by_rest.setdefault(".".join(parts[k:]), []).append(".".join(parts[:k]))
+    votes: dict[tuple[str, str], set[str]] = {}
+    for name in unexpected:
+        parts = name.split(".")
+        for k in range(1, len(parts)):
+            old, rest = ".".join(parts[:k]), ".".join(parts[k:])
+            for new in by_rest.get(rest, ()):
+                if new != old and tuple(saved[name]) == tuple(expected[f"{new}.{rest}"]):
+                    votes.setdefault((old, new), set()).add(rest)
+    renames, taken_old, taken_new = [], set(), set()
+    for (old, new), rests in sorted(votes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        olds, news = {f"{old}.{r}" for r in rests} - taken_old, {f"{new}.{r}" for r in rests} - taken_new
+        if min(len(olds), len(news)) >= 2:
+            renames.append((old, new, min(len(olds), len(news))))
+            taken_old |= olds
+            taken_new |= news
+    return renames
 
 
 def _example(names, prefix: str) -> str:
