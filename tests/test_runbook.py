@@ -155,3 +155,13 @@ def test_normalize_makes_spellings_equal():
     assert runbook.field_score("dp world size", "used a dp world size of n") == 100
     assert runbook.field_score("killed 9", "a rank was killed by sigkill exit code 9") == 95
     assert runbook.field_score("pytorchstreamreadr", "pytorchstreamreader failed") < 95
+
+
+def test_a_query_inside_a_longer_identifier_scores_below_the_word_itself():
+    def score(q, original):
+        return runbook.field_score(runbook.normalize(q), runbook.normalize(original), original=original)
+
+    assert score("latest", "hides latest_universal inside it") == 97  # another file's name
+    assert score("latest", "reads `latest` and latest_universal") == 100  # the word itself is there too
+    assert score("weights only", "torch.load(weights_only=True)") == 100  # the query spelled as words
+    assert score("load universal", "checkpoint.load_universal true") == 100

@@ -75,6 +75,12 @@ class Found:
         return self.results[0] if self.results and self.kind != "none" else None
 
 
+def _whole(q: str, original: str) -> bool:
+    """The query's words in the original text, not joined by `_` to a word before or after them."""
+    words = r"[^a-z0-9]+".join(map(re.escape, q.split()))
+    return re.search(rf"(?<![a-z0-9])(?<![a-z0-9]_){words}(?![a-z0-9])(?!_[a-z0-9])", original) is not None
+
+
 def normalize(text: str) -> str:
     """Lower case, `key(s)` -> `keys`, everything but letters and digits a single space:
     `weights_only=True`, `weights-only` and `Weights only` compare equal."""
@@ -161,7 +167,7 @@ def _score(entry: Entry, q: str) -> tuple[float, int, str | None, str | None]:
     Kinds, not fields: a regex expanded into ten message texts is one piece of evidence."""
     best, best_field, matching = 0.0, None, set()
     for f in entry.fields:
-        raw = field_score(q, f.norm, fuzzy=f.name not in LITERAL_FIELDS)
+        raw = field_score(q, f.norm, fuzzy=f.name not in LITERAL_FIELDS, original=f.text)
         if raw >= 90:
             matching.add(f.name)
         weighted = raw * f.weight
@@ -173,11 +179,15 @@ def _score(entry: Entry, q: str) -> tuple[float, int, str | None, str | None]:
     return best, supporting, best_field.name, best_field.text
 
 
-def field_score(q: str, text: str, fuzzy: bool = True) -> float:
+def field_score(q: str, text: str, fuzzy: bool = True, original: str | None = None) -> float:
     """0-100: how well the normalized query `q` matches the normalized field `text`;
-    without `fuzzy` only the text found (100) or all its words (95) count."""
+    without `fuzzy` only the text found (100) or all its words (95) count. `original`, the field
+    before normalizing: a query found only inside a longer identifier there (`latest` in
+    `latest_universal`) names something else, so it scores 97, below the text itself."""
     if re.search(rf"(?<![a-z0-9]){re.escape(q)}", text):
-        return 100.0
+        if original is None or _whole(q, original.lower()):
+            return 100.0
+        return 97.0
     words = q.split()
     tokens = text.split()
     if all(any(t.startswith(w) for t in tokens) for w in words):
