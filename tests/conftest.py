@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +8,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
+
+
+def pytest_configure(config):
+    """A suite started in the background (bash `cmd &` without job control) inherits SIGINT ignored,
+    and passes that on: the children the Ctrl-C tests interrupt would never see it. Each process
+    here (xdist workers too) takes Python's own handler back, which exec resets to the default."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items):
