@@ -82,16 +82,20 @@ def test_a_silent_fault_that_verify_passes_fails_the_gate():
 
 
 def _healthy_cases() -> list[dict]:
-    """Every healthy corpus case (kind clean) on a baseline the probe tests train anyway (pc.LAYOUTS):
-    its checkpoint is that baseline copied with the case's own fault steps, its log the corpus's real
-    one. Not those whose run writes a new save (train, pre steps): their checkpoint is not the copy.
-    The other layouts' healthy cases: the gate's subset and benchmarks/eval_triage.py --healthy."""
+    """Every healthy corpus case (kind clean) on a baseline the suite trains anyway (the probe tests'
+    pc.LAYOUTS and the gate's own, both kept in pc.WORK): its checkpoint is that baseline copied with
+    the case's own fault steps, its log the corpus's real one. Not those whose run writes a new save
+    (train, pre steps): their checkpoint is not the copy. The other layouts' healthy cases (25 more
+    baselines to train): benchmarks/eval_triage.py --healthy."""
     import yaml
 
+    from corpus import silent
     from corpus.scenarios import SCENARIOS
 
+    table = {s["id"]: s for s in SCENARIOS + silent.SILENT}
+    trained = set(pc.LAYOUTS) | {table[e.id].get("layout") for e in SUBSET}
     manifest = {c["id"]: c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())}
-    return [manifest[s["id"]] for s in SCENARIOS if s["kind"] == "clean" and s.get("layout") in pc.LAYOUTS
+    return [manifest[s["id"]] for s in SCENARIOS if s["kind"] == "clean" and s.get("layout") in trained
             and s.get("run") != "train" and not s.get("pre") and s["id"] in manifest]
 
 
@@ -111,7 +115,8 @@ def test_the_healthy_cases_tested_cover_each_kind_of_healthy_run():
     ids = {c["id"] for c in _healthy_cases()}
     assert {"train-z2-dp2-fp32", "resume-z3-dp2-bf16", "zero2-dp2-saved-load-dp1-no-optim",
             "zero_to_fp32-zero3-dp2-model-states-deleted", "ds_to_universal-z2-dp2-fp32"} <= ids
-    assert len(ids) >= 35
+    assert {"train-tp2-z1-fp32", "torch-load-pp2-layer-file"} <= ids  # the gate's baselines too
+    assert len(ids) >= 48
 
 
 @pytest.mark.slow
