@@ -275,7 +275,8 @@ def test_in_a_real_terminal_a_paste_without_bracketed_paste_is_one_message(tmp_p
         # loads, and a loaded machine draws late): the person's Enter comes after the paste
         tmux.settle(quiet=1.0)
         tmux.type()
-        screen = tmux.wait_for("Likely causes", deadline=180)  # a hang detector, not a speed goal (load 8: > 60 s)
+        # a hang detector, not a speed goal: at load 8 the answer took over 60 s
+        screen = tmux.wait_for("Likely causes", deadline=180)
         assert screen.count("Likely causes") == 1 and "Unknown command" not in screen
         assert "That does not work" not in screen and "Please answer" not in screen
     finally:

@@ -10,9 +10,9 @@ A wrapper prefix on one side only (`module.` of DDP/DeepSpeed, `_orig_mod.` of t
 the prefix is its own signal. Confirmed: prefix_module, prefix_orig_mod, prefix_peft,
 missing_keys (the model has names the checkpoint lacks), unexpected_keys (the checkpoint has
 names the model lacks), shapes_differ, renamed_module (the missing and unexpected names pair up,
-same shapes, once one module path is swapped for another: `blocks.` saved, `trunk.` built; a load with
-strict=False leaves those at their initial values without a word). Without --model, torch's load error in the log is checked
-instead (model_claims.py; a pipeline checkpoint's names and shapes from its layer files),
+same shapes, once one module path is swapped for another: `blocks.` saved, `trunk.` built; a load
+with strict=False leaves those at their initial values without a word). Without --model, torch's
+load error in the log is checked instead (model_claims.py; a pipeline checkpoint's names and shapes from its layer files),
 including adapter_only and partition_differs (a saved flat fp32
 partition of another size than the load's, on the saved dp). Inconclusive with neither.
 """
