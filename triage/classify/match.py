@@ -14,7 +14,9 @@ from itertools import accumulate
 from typing import Callable
 
 from triage.logs.incident import Incident, RaisedException
+from triage.kb.literal_scan import presence
 from triage.kb.model import Conditions, Rule
+from triage.kb.regex import known_literals
 from triage.logs.normalize import Line
 from triage.logs.runs import failing_run_start
 
@@ -69,7 +71,8 @@ class LogView:
         self.site_blocks = None  # triage.classify.messages.blocks, once
         self.cut_exceptions = None  # triage.classify.partial.relaxed: the exceptions cut from a paste, once
         self._run_start: int | None = None
-        self._present: dict[str, bool] = {}  # which rule literals text holds (Regex.search), each tested once
+        # which rule literals text holds (Regex.search): one scan for all, or each tested once
+        self._present: dict[str, bool] = presence(self.text, known_literals())
 
     def line_text(self, no: int | None) -> str:
         """The normalized text of the line numbered `no` in the original log."""
