@@ -14,7 +14,6 @@ import json
 import marshal
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,7 @@ from triage import __version__
 from triage.errors import BadRules
 from triage.kb import regex
 from triage.kb.model import Rule, compile_rule
+from triage.record import Record
 
 if TYPE_CHECKING:
     from triage.kb.messages import MessageIndex
@@ -41,13 +41,14 @@ def default_rules_dir() -> Path:
     return checkout if checkout.is_dir() else BUNDLED_ROOT / "rules"
 
 
-@dataclass
-class RuleSet:
-    rules: list[Rule]
-    directory: Path
-    digest: str
-    _sites: MessageIndex | None = field(default=None, repr=False, compare=False)
-    _bare_reports: dict[str, int] | None = field(default=None, repr=False, compare=False)
+class RuleSet(Record):
+    _fields = ("rules", "directory", "digest", "_sites", "_bare_reports")
+    _hidden = ("_sites", "_bare_reports")  # read on first use
+
+    def __init__(self, rules: list[Rule], directory: Path, digest: str):
+        self.rules, self.directory, self.digest = rules, directory, digest
+        self._sites: MessageIndex | None = None
+        self._bare_reports: dict[str, int] | None = None
 
     @property
     def sites(self) -> MessageIndex:
