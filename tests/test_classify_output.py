@@ -68,7 +68,7 @@ def test_classify_imports_neither_torch_nor_deepspeed_nor_jsonschema_nor_other_c
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
     probe = ("import sys, triage.cli as c; c.main(['classify', sys.argv[1]]); "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'deepspeed', 'jsonschema', 'msgspec', "
-             "'tqdm', 'pyspark', 'prometheus_client', 'shtab') or m in ('triage.stream.records', 'triage.stream.scan')), "
+             "'tqdm', 'pyspark', 'prometheus_client', 'shtab', 'hyperscan') or m in ('triage.stream.records', 'triage.stream.scan')), "
              "file=sys.stderr)")
     log = str(ROOT / "corpus" / "cases" / "zero3-saved-stage2-load-dp2.log")
     first = subprocess.run([sys.executable, "-c", probe, log], capture_output=True, text=True, env=env, cwd=ROOT)

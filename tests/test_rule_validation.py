@@ -138,7 +138,7 @@ def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": _valid_rule()})
     first = load_rules(directory)
-    assert list((tmp_path / "cache" / "ds-triage").glob("rules-*.json"))
+    assert list((tmp_path / "cache" / "ds-triage").glob("rules-*.marshal"))
     # A cached result must never hide a newly broken rule.
     (directory / "DS-T001-test.yaml").write_text(textwrap.dedent(_valid_rule()).replace("status: experimental", "status: nope"))
     with pytest.raises(BadRules):

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Callable
 
 from triage.logs.incident import Incident, RaisedException
+from triage.kb.literal_scan import presence
 from triage.kb.model import Conditions, Rule
+from triage.kb.regex import known_literals
 from triage.logs.normalize import Line
 from triage.logs.runs import failing_run_start
+from triage.record import Record
 
 MIN_CONFIDENCE = 0.35
 MAX_HYPOTHESES = 5
@@ -31,22 +33,23 @@ _ERRORISH_WORDS = ("error", "exception", "assert", "fail", "cannot", "can't", "c
 _ERRORISH = re.compile("|".join(_ERRORISH_WORDS))
 
 
-@dataclass
-class Evidence:
-    line: int | None
-    text: str
-    why: str
+class Evidence(Record):
+    _fields = ("line", "text", "why")
+
+    def __init__(self, line: int | None, text: str, why: str):
+        self.line, self.text, self.why = line, text, why
 
     def to_json(self) -> dict:
         return {"line": self.line, "text": self.text, "why": self.why}
 
 
-@dataclass
-class Hypothesis:
-    rule: Rule
-    confidence: float
-    evidence: list[Evidence] = field(default_factory=list)
-    specificity: int = 0
+class Hypothesis(Record):
+    _fields = ("rule", "confidence", "evidence", "specificity")
+
+    def __init__(self, rule: Rule, confidence: float, evidence: list[Evidence] | None = None, specificity: int = 0):
+        self.rule, self.confidence = rule, confidence
+        self.evidence = [] if evidence is None else evidence
+        self.specificity = specificity
 
     def sort_key(self):
         return (-round(self.confidence, 3), -self.rule.priority, -self.specificity, self.rule.id)
@@ -69,7 +72,8 @@ class LogView:
         self.site_blocks = None  # triage.classify.messages.blocks, once
         self.cut_exceptions = None  # triage.classify.partial.relaxed: the exceptions cut from a paste, once
         self._run_start: int | None = None
-        self._present: dict[str, bool] = {}  # which rule literals text holds (Regex.search), each tested once
+        # which rule literals text holds (Regex.search): one scan for all, or each tested once
+        self._present: dict[str, bool] = presence(self.text, known_literals())
 
     def line_text(self, no: int | None) -> str:
         """The normalized text of the line numbered `no` in the original log."""

@@ -20,9 +20,8 @@ fire stay out (triage.classify.partial.site_hypotheses).
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
-
 from triage.kb.messages import SiteMessage, fold
+from triage.record import Record
 
 GAP = 1000  # folded characters one placeholder may fill (a path, a list of keys)
 LAST_LINES = 40  # a paste's message without its type is near its end
@@ -52,26 +51,29 @@ FLOOR = 0.36  # above MIN_CONFIDENCE, whatever lowered it
 FUZZY_THRESHOLD = 82.0
 
 
-@dataclass
-class Block:
+class Block(Record):
     """Consecutive normalized lines (or one exception's `Type: message`), folded into one string."""
 
-    start: int  # offset of the block in the joined haystack
-    text: str  # folded
-    raw: str  # the lines joined by a space, unfolded: what a rule's message regex reads
-    line_nos: list[int]  # Line.no of each line
-    offsets: list[int]  # folded offset (in text) where each line starts
-    exc: object = None  # the RaisedException, for an exception block
+    _fields = ("start", "text", "raw", "line_nos", "offsets", "exc")
+
+    def __init__(self, start: int, text: str, raw: str, line_nos: list[int], offsets: list[int], exc: object = None):
+        self.start = start  # offset of the block in the joined haystack
+        self.text = text  # folded
+        self.raw = raw  # the lines joined by a space, unfolded: what a rule's message regex reads
+        self.line_nos = line_nos  # Line.no of each line
+        self.offsets = offsets  # folded offset (in text) where each line starts
+        self.exc = exc  # the RaisedException, for an exception block
 
 
-@dataclass
-class SiteHit:
-    site: SiteMessage
-    block: Block
-    line_no: int | None
-    type_state: str  # "same" | "absent" | "other"
-    framed: int  # -1: frames, none in the site's file; 0: no frames; 1: one in its file; 2: in its function
-    similarity: float = 100.0  # < 100: a fuzzy hit
+class SiteHit(Record):
+    _fields = ("site", "block", "line_no", "type_state", "framed", "similarity")
+
+    def __init__(self, site: SiteMessage, block: Block, line_no: int | None, type_state: str, framed: int,
+                 similarity: float = 100.0):
+        self.site, self.block, self.line_no = site, block, line_no
+        self.type_state = type_state  # "same" | "absent" | "other"
+        self.framed = framed  # -1: frames, none in the site's file; 0: no frames; 1: one in its file; 2: in its function
+        self.similarity = similarity  # < 100: a fuzzy hit
 
 
 def blocks(view) -> list[Block]:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from triage.classify.commands import render
 from triage.kb.verify_steps import ordered, runs_code
 from triage.logs.incident import Incident
 from triage.classify.match import Hypothesis
+from triage.record import Record
 from triage.runbook.links import runbook_url
 
 SCHEMA_VERSION = 1
@@ -32,13 +31,14 @@ CATEGORY_PHASE = {
 }
 
 
-@dataclass
-class Report:
-    incident: Incident
-    hypotheses: list[Hypothesis]
-    facts: dict
-    # Which DeepSpeed releases define the name or keyword the error misses (kb/api_history).
-    api_history: list[dict] = field(default_factory=list)
+class Report(Record):
+    _fields = ("incident", "hypotheses", "facts", "api_history")
+
+    def __init__(self, incident: Incident, hypotheses: list[Hypothesis], facts: dict,
+                 api_history: list[dict] | None = None):
+        self.incident, self.hypotheses, self.facts = incident, hypotheses, facts
+        # Which DeepSpeed releases define the name or keyword the error misses (kb/api_history).
+        self.api_history = [] if api_history is None else api_history
 
     @property
     def top(self) -> Hypothesis | None:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
+
+from triage.record import Frozen
 
 INDEX_NAME = "load-site-messages.json"
 # A site is in the index when its template keeps at least MIN_TEXT folded characters of text
@@ -60,15 +61,16 @@ def _is_code(template: str) -> bool:
     return isinstance(node, (ast.Call, ast.Name, ast.Attribute, ast.Subscript, ast.BinOp))
 
 
-@dataclass(frozen=True)
-class SiteMessage:
-    source: str  # deepspeed/utils/zero_to_fp32.py
-    function: str
-    line: int
-    exception: str  # as raised: ValueError, pickle.UnpicklingError, type(e)
-    template: str
-    pieces: tuple[str, ...]
-    rules: tuple[str, ...]  # the rules covering the site (triage.kb.coverage)
+class SiteMessage(Frozen):
+    _fields = ("source", "function", "line", "exception", "template", "pieces", "rules")
+
+    def __init__(self, source: str, function: str, line: int, exception: str, template: str,
+                 pieces: tuple[str, ...], rules: tuple[str, ...]):
+        self.source = source  # deepspeed/utils/zero_to_fp32.py
+        self.function, self.line = function, line
+        self.exception = exception  # as raised: ValueError, pickle.UnpicklingError, type(e)
+        self.template, self.pieces = template, pieces
+        self.rules = rules  # the rules covering the site (triage.kb.coverage)
 
     @property
     def text_length(self) -> int:

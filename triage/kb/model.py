@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-
 from triage.kb.regex import Regex
+from triage.record import Frozen
 
 
-@dataclass(frozen=True, slots=True)
-class FrameSpec:
-    file: str | None
-    function: Regex | None
-    code: Regex | None
+class FrameSpec(Frozen):
+    __slots__ = _fields = ("file", "function", "code")
+
+    def __init__(self, file: str | None, function: Regex | None, code: Regex | None):
+        self.file, self.function, self.code = file, function, code
 
     def describe(self) -> str:
         parts = [self.file or "*"]
@@ -21,18 +20,18 @@ class FrameSpec:
         return ":".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class Conditions:
+class Conditions(Frozen):
     """All must hold. exception/message/frames hold for one same exception."""
 
-    exception: Regex | None = None
-    message: Regex | None = None
-    frames: tuple[FrameSpec, ...] = ()
-    line: Regex | None = None
-    run_line: Regex | None = None  # like line, in the run that failed only (match.LogView.run_text)
-    exit_code: int | None = None
-    no_traceback: bool | None = None
-    ranks: str | None = None  # "some" | "all": which of the log's ranks raised it
+    __slots__ = _fields = ("exception", "message", "frames", "line", "run_line", "exit_code", "no_traceback", "ranks")
+
+    def __init__(self, exception: Regex | None = None, message: Regex | None = None,
+                 frames: tuple[FrameSpec, ...] = (), line: Regex | None = None, run_line: Regex | None = None,
+                 exit_code: int | None = None, no_traceback: bool | None = None, ranks: str | None = None):
+        self.exception, self.message, self.frames, self.line = exception, message, frames, line
+        self.run_line = run_line  # like line, in the run that failed only (match.LogView.run_text)
+        self.exit_code, self.no_traceback = exit_code, no_traceback
+        self.ranks = ranks  # "some" | "all": which of the log's ranks raised it
 
     @property
     def exception_scoped(self) -> bool:
@@ -43,39 +42,38 @@ class Conditions:
         return sum(x is not None for x in (self.exception, self.message, self.line, self.run_line, self.exit_code, self.no_traceback, self.ranks)) + len(self.frames)
 
 
-@dataclass(frozen=True, slots=True)
-class Pattern:
-    conditions: Conditions
-    confidence: float
-    name: str | None
+class Pattern(Frozen):
+    __slots__ = _fields = ("conditions", "confidence", "name")
+
+    def __init__(self, conditions: Conditions, confidence: float, name: str | None):
+        self.conditions, self.confidence, self.name = conditions, confidence, name
 
 
-@dataclass(frozen=True, slots=True)
-class Boost:
-    conditions: Conditions
-    weight: float
-    why: str | None
+class Boost(Frozen):
+    __slots__ = _fields = ("conditions", "weight", "why")
+
+    def __init__(self, conditions: Conditions, weight: float, why: str | None):
+        self.conditions, self.weight, self.why = conditions, weight, why
 
 
-@dataclass(frozen=True, slots=True)
-class Phrase:
-    text: str
-    weight: float
-    min_similarity: float
+class Phrase(Frozen):
+    __slots__ = _fields = ("text", "weight", "min_similarity")
+
+    def __init__(self, text: str, weight: float, min_similarity: float):
+        self.text, self.weight, self.min_similarity = text, weight, min_similarity
 
 
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    category: str
-    title: str
-    priority: int
-    patterns: tuple[Pattern, ...]
-    boosts: tuple[Boost, ...]
-    phrases: tuple[Phrase, ...]
-    unless: tuple[Conditions, ...]
-    data: dict = field(repr=False)  # the validated rule as written, for rendering
-    path: str = ""
+class Rule(Frozen):
+    _fields = ("id", "category", "title", "priority", "patterns", "boosts", "phrases", "unless", "data", "path")
+    _hidden = ("data",)
+
+    def __init__(self, id: str, category: str, title: str, priority: int, patterns: tuple[Pattern, ...],
+                 boosts: tuple[Boost, ...], phrases: tuple[Phrase, ...], unless: tuple[Conditions, ...],
+                 data: dict, path: str = ""):
+        self.id, self.category, self.title, self.priority = id, category, title, priority
+        self.patterns, self.boosts, self.phrases, self.unless = patterns, boosts, phrases, unless
+        self.data = data  # the validated rule as written, for rendering
+        self.path = path
 
     @property
     def probes(self) -> list[str]:

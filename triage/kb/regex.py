@@ -218,6 +218,17 @@ def remember(table: dict[str, list]) -> None:
         _plans[key] = (translated_, tuple(literals))
 
 
+_known: tuple[int, frozenset[str]] = (0, frozenset())
+
+
+def known_literals() -> frozenset[str]:
+    """Every literal of every plan so far: what triage.kb.literal_scan looks for in one pass."""
+    global _known
+    if _known[0] != len(_plans):
+        _known = (len(_plans), frozenset(literal for _, literals in _plans.values() for literal in literals))
+    return _known[1]
+
+
 def compile_pattern(pattern: str, flags: int = 0):
     """An RE2 program with `re`'s meaning when there is one, else `re.compile`."""
     if engine_wanted() == "re2":

@@ -3,48 +3,53 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from triage.record import Record
 
 # Exceptions that only report another process's failure: never the cause.
 WRAPPERS = {"ChildFailedError"}
 _PEER_LOSS = re.compile(r"Connection closed by peer|Connection reset by peer|Broken pipe|ProcessGroupGloo|NCCL communicator was aborted")
 
 
-@dataclass(slots=True)
-class Frame:
-    file: str
-    line: int
-    function: str
-    code: str | None
-    log_line: int  # where the `File "..."` line stands in the log
+class Frame(Record):
+    __slots__ = _fields = ("file", "line", "function", "code", "log_line")
+
+    def __init__(self, file: str, line: int, function: str, code: str | None, log_line: int):
+        self.file, self.line, self.function, self.code = file, line, function, code
+        self.log_line = log_line  # where the `File "..."` line stands in the log
 
 
-@dataclass(slots=True)
-class RaisedException:
-    type: str  # as printed, possibly dotted: torch.distributed....ChildFailedError
-    message: str
-    frames: list[Frame]
-    log_line: int  # the line `Type: message` in the log
-    # How this exception relates to the one printed after it in its chain:
-    # "cause" (raise ... from), "context" (raised while handling), or None.
-    link: str | None = None
-    # Cut from a paste: no `Traceback (most recent call last):` above it, so frames (and the
-    # lines around) that a whole log would show may be missing.
-    cut: bool = False
+class RaisedException(Record):
+    __slots__ = _fields = ("type", "message", "frames", "log_line", "link", "cut")
+
+    def __init__(self, type: str, message: str, frames: list[Frame], log_line: int, link: str | None = None,
+                 cut: bool = False):
+        self.type = type  # as printed, possibly dotted: torch.distributed....ChildFailedError
+        self.message = message
+        self.frames = frames
+        self.log_line = log_line  # the line `Type: message` in the log
+        # How this exception relates to the one printed after it in its chain:
+        # "cause" (raise ... from), "context" (raised while handling), or None.
+        self.link = link
+        # Cut from a paste: no `Traceback (most recent call last):` above it, so frames (and the
+        # lines around) that a whole log would show may be missing.
+        self.cut = cut
 
     @property
     def short_type(self) -> str:
         return self.type.rsplit(".", 1)[-1]
 
 
-@dataclass(slots=True)
-class Chain:
+class Chain(Record):
     """One printed traceback group: exceptions innermost first, final last."""
 
-    exceptions: list[RaisedException]
-    ranks: list[int] = field(default_factory=list)
-    copies: int = 1  # how many times the same chain was printed (ranks, retries)
-    bare: bool = False  # only the `Type: message` line was in the log, no traceback
+    __slots__ = _fields = ("exceptions", "ranks", "copies", "bare")
+
+    def __init__(self, exceptions: list[RaisedException], ranks: list[int] | None = None, copies: int = 1,
+                 bare: bool = False):
+        self.exceptions = exceptions
+        self.ranks = [] if ranks is None else ranks
+        self.copies = copies  # how many times the same chain was printed (ranks, retries)
+        self.bare = bare  # only the `Type: message` line was in the log, no traceback
 
     @property
     def final(self) -> RaisedException:
@@ -57,21 +62,25 @@ class Chain:
         )
 
 
-@dataclass(slots=True)
-class Incident:
-    chains: list[Chain]
-    line_count: int
-    ranks: list[int]
-    root_cause_rank: int | None = None
-    exit_codes: dict[int, int] = field(default_factory=dict)  # rank -> exit code
-    versions: dict[str, str] = field(default_factory=dict)
-    paths: list[str] = field(default_factory=list)
-    shards: list[str] = field(default_factory=list)
-    size_mismatches: list[dict] = field(default_factory=list)
-    missing_keys: list[str] = field(default_factory=list)
-    unexpected_keys: list[str] = field(default_factory=list)
-    truncated: bool = False
-    decode_errors: int = 0
+class Incident(Record):
+    __slots__ = _fields = ("chains", "line_count", "ranks", "root_cause_rank", "exit_codes", "versions", "paths",
+                           "shards", "size_mismatches", "missing_keys", "unexpected_keys", "truncated",
+                           "decode_errors")
+
+    def __init__(self, chains: list[Chain], line_count: int, ranks: list[int], root_cause_rank: int | None = None,
+                 exit_codes: dict[int, int] | None = None, versions: dict[str, str] | None = None,
+                 paths: list[str] | None = None, shards: list[str] | None = None,
+                 size_mismatches: list[dict] | None = None, missing_keys: list[str] | None = None,
+                 unexpected_keys: list[str] | None = None, truncated: bool = False, decode_errors: int = 0):
+        self.chains, self.line_count, self.ranks, self.root_cause_rank = chains, line_count, ranks, root_cause_rank
+        self.exit_codes = {} if exit_codes is None else exit_codes  # rank -> exit code
+        self.versions = {} if versions is None else versions
+        self.paths = [] if paths is None else paths
+        self.shards = [] if shards is None else shards
+        self.size_mismatches = [] if size_mismatches is None else size_mismatches
+        self.missing_keys = [] if missing_keys is None else missing_keys
+        self.unexpected_keys = [] if unexpected_keys is None else unexpected_keys
+        self.truncated, self.decode_errors = truncated, decode_errors
 
     @property
     def primary(self) -> RaisedException | None:
@@ -111,7 +120,7 @@ def _exception_json(exc: RaisedException) -> dict:
         "line": exc.log_line,
         "link": exc.link,
         "frames": [
-            {k: v for k, v in asdict(f).items()} for f in exc.frames
+            {name: getattr(f, name) for name in Frame._fields} for f in exc.frames
         ],
     }
 

@@ -13,10 +13,10 @@ import os
 import stat
 import sys
 import zlib
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from triage.errors import BadInput
+from triage.record import Frozen
 
 # A whole multi-rank job log is a few MB; past this we keep the head and the
 # tail, where tracebacks and torchrun's summary live, and say so.
@@ -35,13 +35,11 @@ _TEXT_CONTROLS = {9, 10, 12, 13, 27}  # \t \n \f \r ESC (ANSI colours)
 _CONTROLS = bytes(b for b in range(32) if b not in _TEXT_CONTROLS)  # counted by bytes.translate, in C
 
 
-@dataclass(frozen=True)
-class LogText:
-    text: str
-    source: str
-    size: int
-    truncated: bool = False
-    decode_errors: int = 0
+class LogText(Frozen):
+    _fields = ("text", "source", "size", "truncated", "decode_errors")
+
+    def __init__(self, text: str, source: str, size: int, truncated: bool = False, decode_errors: int = 0):
+        self.text, self.source, self.size, self.truncated, self.decode_errors = text, source, size, truncated, decode_errors
 
 
 GZIP_MAGIC = b"\x1f\x8b"

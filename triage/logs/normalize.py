@@ -8,7 +8,8 @@ ranks can be collapsed later.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+
+from triage.record import Frozen
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
@@ -58,14 +59,17 @@ SAME_START = 8  # a line that starts as the full line above it does is a line of
 _RAY_REPEATED = re.compile(r" ?\[repeated \d{1,9}x across cluster\]$")
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
-    no: int  # 1-based line number in the original text
-    text: str  # normalized text (prefixes and colours removed, right-stripped)
-    rank: int | None = None
-    tagged: bool = False  # a timestamp or log-level prefix was removed: a log record
-    labels: int = 0  # how many rank/host labels wrapped it: lines of one stream share the count
-    joined: bool = False  # the rest of a line hard-wrapped at a fixed width: its text went to the line it continues
+class Line(Frozen):
+    __slots__ = _fields = ("no", "text", "rank", "tagged", "labels", "joined")
+
+    def __init__(self, no: int, text: str, rank: int | None = None, tagged: bool = False, labels: int = 0,
+                 joined: bool = False):
+        self.no = no  # 1-based line number in the original text
+        self.text = text  # normalized text (prefixes and colours removed, right-stripped)
+        self.rank = rank
+        self.tagged = tagged  # a timestamp or log-level prefix was removed: a log record
+        self.labels = labels  # how many rank/host labels wrapped it: lines of one stream share the count
+        self.joined = joined  # the rest of a line hard-wrapped at a fixed width: its text went to the line it continues
 
 
 def normalize(text: str) -> list[Line]:
@@ -88,9 +92,9 @@ def normalize(text: str) -> list[Line]:
     prefixed = [index for index, raw in enumerate(raws) if match(raw)]
     # Most lines carry no prefix: their Line straight from the raw text, without _strip.
     if ray_dedup:
-        lines = [_new_line(no, _RAY_REPEATED.sub("", raw.rstrip()).rstrip()) for no, raw in enumerate(raws, start=1)]
+        lines = [Line(no, _RAY_REPEATED.sub("", raw.rstrip()).rstrip()) for no, raw in enumerate(raws, start=1)]
     else:
-        lines = [_new_line(no, raw.rstrip()) for no, raw in enumerate(raws, start=1)]
+        lines = [Line(no, raw.rstrip()) for no, raw in enumerate(raws, start=1)]
     outer_only: list[int] = []  # lines whose rank only an outer label (srun, Open MPI) gave
     inner = False  # some line carries torch's own [rankN] tag
     for index in prefixed:
@@ -107,7 +111,7 @@ def normalize(text: str) -> list[Line]:
         # srun --label in front of torchrun names the srun task (a node), not a rank: where
         # torch tags its ranks' lines itself, the lines it does not tag (the launcher's) have none.
         for i in outer_only:
-            lines[i] = replace(lines[i], rank=None)
+            lines[i] = lines[i].replace(rank=None)
     for i in joined:
         lines[i] = Line(i + 1, "", joined=True)
     return lines
@@ -163,29 +167,6 @@ def _clean(raw: str, has_escape: bool, full_width: bool) -> str:
     if full_width:
         raw = raw.translate(_FULL_WIDTH)
     return raw
-
-
-def _line_factory():
-    """Line(no, text) for an unprefixed line, with its slots set directly: a frozen
-    dataclass's __init__ goes through object.__setattr__ per field, twice the cost."""
-    new = object.__new__
-    set_no, set_text, set_rank = Line.no.__set__, Line.text.__set__, Line.rank.__set__  # type: ignore[attr-defined]
-    set_tagged, set_labels, set_joined = Line.tagged.__set__, Line.labels.__set__, Line.joined.__set__  # type: ignore[attr-defined]
-
-    def make(no: int, text: str) -> Line:
-        line = new(Line)
-        set_no(line, no)
-        set_text(line, text)
-        set_rank(line, None)
-        set_tagged(line, False)
-        set_labels(line, 0)
-        set_joined(line, False)
-        return line
-
-    return make
-
-
-_new_line = _line_factory()
 
 
 def strip_prefixes(raw: str) -> tuple[str, int | None, bool]:
