@@ -151,7 +151,43 @@ def rank(incident: Incident, lines: list[Line], rules: list[Rule], *,
         extend(view, scored)
     hypotheses = [h for h in scored.values() if h.confidence >= MIN_CONFIDENCE]
     hypotheses.sort(key=Hypothesis.sort_key)
+    _primary_first(hypotheses, view)
     return hypotheses[:MAX_HYPOTHESES]
+
+
+def _primary_first(hypotheses: list[Hypothesis], view: LogView) -> None:
+    """Put first the best hypothesis that explains the primary failure, when the top one explains
+    only another rank's later failure; the rest keep their order."""
+    raised, secondary = _failure_lines(view)
+    if not secondary or not hypotheses:
+        return
+
+    def cited(h: Hypothesis) -> set[int]:
+        return {e.line for e in h.evidence if e.line in raised}
+
+    if not (cited(hypotheses[0]) and cited(hypotheses[0]) <= secondary):
+        return
+    best = next((h for h in hypotheses if cited(h) - secondary), None)
+    if best is not None:
+        hypotheses.remove(best)
+        hypotheses.insert(0, best)
+
+
+def _failure_lines(view: LogView) -> tuple[set[int], set[int]]:
+    """The log lines of every raised exception, and of those raised only on ranks other
+    than the primary failure's.
+
+    When ranks fail differently (rank 1 misses its shard, rank 0 then trips on something
+    else), the first observed failure (torchrun's root cause, else the first in the log:
+    Incident.primary) is the one to explain first."""
+    raised = {e.log_line for e in view.exceptions if e.log_line is not None}
+    primary = view.incident.primary
+    chain = next((c for c in view.incident.chains if primary is not None and c.final is primary), None)
+    if chain is None or not chain.ranks:
+        return raised, set()
+    mine = set(chain.ranks)
+    return raised, {e.log_line for c in view.incident.chains if c.ranks and not mine & set(c.ranks)
+                    for e in c.exceptions if e.log_line is not None}
 
 
 def score(rule: Rule, view: LogView, relax=None) -> Hypothesis | None:
