@@ -22,6 +22,8 @@ MIN_CONFIDENCE = 0.35
 MAX_HYPOTHESES = 5
 MAX_FUZZY_CANDIDATES = 400
 MAX_ERRORISH_LINES = 2000
+# A hypothesis resting only on a rank's failure printed after another rank's: the cause to fix second
+LATER_FAILURE_DISCOUNT = 0.8
 # Lines worth fuzzy-matching: the rest of a 5,000-line log is chatter.
 # Lower-case words searched in the lower-cased log, each with str.find (errorish_lines):
 # three times faster than the one alternation below over a 5,000-line log.
@@ -149,28 +151,25 @@ def rank(incident: Incident, lines: list[Line], rules: list[Rule], *,
     scored = {rule.id: h for rule in rules if (h := score(rule, view, relax)) is not None}
     if extend is not None:
         extend(view, scored)
+    _discount_later_failures(scored.values(), view)
     hypotheses = [h for h in scored.values() if h.confidence >= MIN_CONFIDENCE]
     hypotheses.sort(key=Hypothesis.sort_key)
-    _primary_first(hypotheses, view)
     return hypotheses[:MAX_HYPOTHESES]
 
 
-def _primary_first(hypotheses: list[Hypothesis], view: LogView) -> None:
-    """Put first the best hypothesis that explains the primary failure, when the top one explains
-    only another rank's later failure; the rest keep their order."""
+def _discount_later_failures(hypotheses, view: LogView) -> None:
+    """Lower the hypotheses that explain only another rank's later failure, when some hypothesis
+    explains the primary one: what failed first is what to fix first; the other stays listed."""
     raised, secondary = _failure_lines(view)
-    if not secondary or not hypotheses:
+    if not secondary:
         return
-
-    def cited(h: Hypothesis) -> set[int]:
-        return {e.line for e in h.evidence if e.line in raised}
-
-    if not (cited(hypotheses[0]) and cited(hypotheses[0]) <= secondary):
+    cited = {id(h): {e.line for e in h.evidence if e.line in raised} for h in hypotheses}
+    if not any(cited[id(h)] - secondary for h in hypotheses if h.confidence >= MIN_CONFIDENCE):
         return
-    best = next((h for h in hypotheses if cited(h) - secondary), None)
-    if best is not None:
-        hypotheses.remove(best)
-        hypotheses.insert(0, best)
+    for h in hypotheses:
+        if cited[id(h)] and cited[id(h)] <= secondary:
+            h.confidence *= LATER_FAILURE_DISCOUNT
+            h.evidence.append(Evidence(None, "", "explains only another rank's failure, printed after the first one"))
 
 
 def _failure_lines(view: LogView) -> tuple[set[int], set[int]]:
@@ -178,8 +177,7 @@ def _failure_lines(view: LogView) -> tuple[set[int], set[int]]:
     than the primary failure's.
 
     When ranks fail differently (rank 1 misses its shard, rank 0 then trips on something
-    else), the first observed failure (torchrun's root cause, else the first in the log:
-    Incident.primary) is the one to explain first."""
+    else), the primary failure (Incident.primary: the first printed) is the one to explain first."""
     raised = {e.log_line for e in view.exceptions if e.log_line is not None}
     primary = view.incident.primary
     chain = next((c for c in view.incident.chains if primary is not None and c.final is primary), None)
