@@ -34,29 +34,8 @@ def main():
     args = C.parser(__doc__).parse_args()
     from trl import SFTConfig, SFTTrainer
 
-    load = args.load_dir
-    if load and os.path.basename(os.path.normpath(load)).startswith("checkpoint-"):
-        out, resume = os.path.dirname(os.path.normpath(load)), load
-    else:
-        out, resume = args.save_dir or load, bool(load)
-    config = SFTConfig(
-        output_dir=out,
-        deepspeed=C.ds_config(args.stage, args.precision),
-        per_device_train_batch_size=2,
-        max_steps=args.steps + (1 if load else 0),
-        learning_rate=1e-3,
-        logging_steps=1,
-        save_strategy="no" if load else "steps",   # a resume never writes into the checkpoint it reads
-        save_steps=args.steps,
-        bf16=args.precision == "bf16",
-        use_cpu=True,   # no GPU here; transformers refuses bf16 on CPU without it
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        seed=42,
-        max_length=C.SEQ,
-        packing=False,
-    )
+    out, resume, kwargs = C.trainer_setup(args)
+    config = SFTConfig(**kwargs, max_length=C.SEQ, packing=False)
     trainer = SFTTrainer(model=C.llama(args.model), args=config, train_dataset=dataset(),
                          processing_class=tokenizer())
     C.log(f"SFTTrainer.train(resume_from_checkpoint={resume!r}) output_dir={out}")
