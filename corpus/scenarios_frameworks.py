@@ -54,6 +54,57 @@ def frameworks(case, lay_text):
     case("accelerate-random-states-deleted", "clean", None, acc, lay_text(acc),
          "deleted random_states_0.pkl", inject=[("delete", "random_states_0.pkl")],
          note="loads without error or warning: accelerate skips a missing RNG state file (logged at INFO only)")
+    acc3 = "accelerate-z3-dp2-fp32"
+    case("accelerate-zero3-saved-stage2-load", "failure", "zero_stage_mismatch", acc3, lay_text(acc3),
+         "accelerator.load_state with zero_stage 2 in the DeepSpeed plugin", args={"stage": 2})
+    case("accelerate-dp2-saved-load-dp1", "failure", "parallelism_mismatch", acc, lay_text(acc),
+         "accelerator.load_state on 1 rank (world size 2 -> 1)", args={"nproc": 1})
+    case("accelerate-zero3-dp2-saved-load-dp1", "failure", "parallelism_mismatch", acc3, lay_text(acc3),
+         "accelerator.load_state on 1 rank (world size 2 -> 1)", args={"nproc": 1})
+    case("accelerate-model-states-deleted", "failure", "missing_file", acc, lay_text(acc),
+         "deleted pytorch_model/mp_rank_00_model_states.pt", inject=[("delete", "pytorch_model/mp_rank_00_model_states.pt")])
+    case("accelerate-optim-shard-truncated", "failure", "corrupt_file", acc, lay_text(acc),
+         f"pytorch_model/{OPT1} truncated to half its size", inject=[("truncate_half", f"pytorch_model/{OPT1}")])
+    case("accelerate-state-from-other-run", "failure", "model_mismatch", acc, lay_text(acc),
+         "load_state of another run's save_state: the model has hidden size 96, the checkpoint 64",
+         args={"model": "hidden"})
+    case("accelerate-zero3-optim-shard-deleted", "failure", "missing_file", acc3, lay_text(acc3),
+         f"deleted pytorch_model/{OPT1}", inject=[("delete", f"pytorch_model/{OPT1}")])
+    case("accelerate-model-states-truncated", "failure", "corrupt_file", acc, lay_text(acc),
+         "pytorch_model/mp_rank_00_model_states.pt truncated to half its size",
+         inject=[("truncate_half", "pytorch_model/mp_rank_00_model_states.pt")])
+    case("accelerate-scheduler-truncated", "failure", "corrupt_file", acc, lay_text(acc),
+         "scheduler.bin truncated to half its size", inject=[("truncate_half", "scheduler.bin")])
+    case("accelerate-load-dir-missing", "failure", "missing_file", acc, lay_text(acc),
+         "accelerator.load_state of a directory that does not exist (a mistyped path)",
+         load_dir="checkpoints/step_3")
+    # ------------------------------------------------------------ TRL SFTTrainer + DeepSpeed config
+    t2, t3 = "trl-z2-dp2-fp32", "trl-z3-dp2-fp32"
+    case("trl-zero2-saved-stage3-resume", "failure", "zero_stage_mismatch", t2, lay_text(t2),
+         "SFTTrainer resume_from_checkpoint=True with zero_optimization.stage 3 in the DeepSpeed config",
+         args={"stage": 3})
+    case("trl-zero3-saved-stage2-resume", "failure", "zero_stage_mismatch", t3, lay_text(t3),
+         "SFTTrainer resume_from_checkpoint=True with zero_optimization.stage 2 in the DeepSpeed config",
+         args={"stage": 2})
+    case("trl-dp2-saved-resume-dp1", "failure", "parallelism_mismatch", t2, lay_text(t2),
+         "SFTTrainer resume_from_checkpoint=True on 1 rank (world size 2 -> 1)", args={"nproc": 1})
+    case("trl-zero3-dp2-saved-resume-dp1", "failure", "parallelism_mismatch", t3, lay_text(t3),
+         "SFTTrainer resume_from_checkpoint=True on 1 rank (world size 2 -> 1)", args={"nproc": 1})
+    case("trl-trainer-state-deleted", "failure", "missing_file", t2, lay_text(t2),
+         f"deleted {CK}/trainer_state.json; resume_from_checkpoint='{CK}'",
+         inject=[("delete", f"{CK}/trainer_state.json")], load_dir=CK)
+    case("trl-optim-shard-deleted", "failure", "missing_file", t2, lay_text(t2),
+         f"deleted {CK}/{T}/{OPT1}", inject=[("delete", f"{CK}/{T}/{OPT1}")])
+    case("trl-latest-deleted", "failure", "missing_file", t2, lay_text(t2),
+         f"deleted {CK}/latest (DeepSpeed's pointer to {T})", inject=[("delete", f"{CK}/latest")])
+    case("trl-global-step-dir-deleted", "failure", "partial_checkpoint", t2, lay_text(t2),
+         f"deleted {CK}/{T}/ (the Trainer files stay: a weights-only checkpoint-N)",
+         inject=[("delete", f"{CK}/{T}")])
+    case("trl-checkpoint-from-other-run", "failure", "model_mismatch", t2, lay_text(t2),
+         f"resume from {CK} of another run: the model has hidden size 96, the checkpoint 64",
+         args={"model": "hidden"})
+    case("trl-optim-shard-truncated", "failure", "corrupt_file", t2, lay_text(t2),
+         f"{CK}/{T}/{OPT1} truncated to half its size", inject=[("truncate_half", f"{CK}/{T}/{OPT1}")])
     # ------------------------------------------------------------ PEFT adapters
     case("peft-adapter-into-other-size-base", "failure", "model_mismatch", pre, lay_text(pre),
          "LoRA adapter of a hidden-64 model loaded with PeftModel.from_pretrained into a hidden-96 base",

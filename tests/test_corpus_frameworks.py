@@ -1,7 +1,7 @@
 """The framework scenarios of the corpus generator (issue 18, point 1), without the frameworks:
 their commands are built from the table as the generator runs them, and their committed logs
 record the framework releases that produced them. Nothing here imports transformers, accelerate,
-peft or lightning (the `frameworks` extra is for the generator only)."""
+peft, lightning or trl (the `frameworks` extra is for the generator only)."""
 
 import ast
 import os
@@ -53,7 +53,7 @@ def test_framework_logs_record_their_releases():
 
 
 def test_neither_the_package_nor_the_suite_imports_a_framework():
-    frameworks = {"transformers", "accelerate", "peft", "lightning", "pytorch_lightning"}
+    frameworks = {"transformers", "accelerate", "peft", "lightning", "pytorch_lightning", "trl", "datasets"}
     found = []
     for path in [*(ROOT / "triage").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -58,6 +58,33 @@ def ds_config(stage, precision, auto=True):
     return cfg
 
 
+def trainer_setup(args):
+    """For a Trainer (or subclass) worker: (output_dir, resume_from_checkpoint, TrainingArguments kwargs).
+    --load-dir is an output dir (resume_from_checkpoint=True) or a checkpoint-N dir (that path)."""
+    load = args.load_dir
+    if load and os.path.basename(os.path.normpath(load)).startswith("checkpoint-"):
+        out, resume = os.path.dirname(os.path.normpath(load)), load
+    else:
+        out, resume = args.save_dir or load, bool(load)
+    kwargs = dict(
+        output_dir=out,
+        deepspeed=ds_config(args.stage, args.precision),
+        per_device_train_batch_size=2,
+        max_steps=args.steps + (1 if load else 0),
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no" if load else "steps",   # a resume never writes into the checkpoint it reads
+        save_steps=args.steps,
+        bf16=args.precision == "bf16",
+        use_cpu=True,   # this machine has no GPU; transformers refuses bf16 on CPU without it
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=42,
+    )
+    return out, resume, kwargs
+
+
 def parser(doc):
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--stage", type=int, default=2)

@@ -14,27 +14,8 @@ def main():
     args = C.parser(__doc__).parse_args()
     from transformers import Trainer, TrainingArguments
 
-    load = args.load_dir
-    if load and os.path.basename(os.path.normpath(load)).startswith("checkpoint-"):
-        out, resume = os.path.dirname(os.path.normpath(load)), load
-    else:
-        out, resume = args.save_dir or load, bool(load)
-    targs = TrainingArguments(
-        output_dir=out,
-        deepspeed=C.ds_config(args.stage, args.precision),
-        per_device_train_batch_size=2,
-        max_steps=args.steps + (1 if load else 0),
-        learning_rate=1e-3,
-        logging_steps=1,
-        save_strategy="no" if load else "steps",   # a resume never writes into the checkpoint it reads
-        save_steps=args.steps,
-        bf16=args.precision == "bf16",
-        use_cpu=True,   # this machine has no GPU; transformers refuses bf16 on CPU without it
-        report_to=[],
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        seed=42,
-    )
+    out, resume, kwargs = C.trainer_setup(args)
+    targs = TrainingArguments(**kwargs)
     model = C.llama(args.model)
     trainer = Trainer(model=model, args=targs, train_dataset=C.TokenData())
     C.log(f"trainer.train(resume_from_checkpoint={resume!r}) output_dir={out}")

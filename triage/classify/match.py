@@ -24,6 +24,8 @@ MIN_CONFIDENCE = 0.35
 MAX_HYPOTHESES = 5
 MAX_FUZZY_CANDIDATES = 400
 MAX_ERRORISH_LINES = 2000
+# A hypothesis resting only on a rank's failure printed after another rank's: the cause to fix second
+LATER_FAILURE_DISCOUNT = 0.8
 # Lines worth fuzzy-matching: the rest of a 5,000-line log is chatter.
 # Lower-case words searched in the lower-cased log, each with str.find (errorish_lines):
 # three times faster than the one alternation below over a 5,000-line log.
@@ -153,9 +155,41 @@ def rank(incident: Incident, lines: list[Line], rules: list[Rule], *,
     scored = {rule.id: h for rule in rules if (h := score(rule, view, relax)) is not None}
     if extend is not None:
         extend(view, scored)
+    _discount_later_failures(scored.values(), view)
     hypotheses = [h for h in scored.values() if h.confidence >= MIN_CONFIDENCE]
     hypotheses.sort(key=Hypothesis.sort_key)
     return hypotheses[:MAX_HYPOTHESES]
+
+
+def _discount_later_failures(hypotheses, view: LogView) -> None:
+    """Lower the hypotheses that explain only another rank's later failure, when some hypothesis
+    explains the primary one: what failed first is what to fix first; the other stays listed."""
+    raised, secondary = _failure_lines(view)
+    if not secondary:
+        return
+    cited = {id(h): {e.line for e in h.evidence if e.line in raised} for h in hypotheses}
+    if not any(cited[id(h)] - secondary for h in hypotheses if h.confidence >= MIN_CONFIDENCE):
+        return
+    for h in hypotheses:
+        if cited[id(h)] and cited[id(h)] <= secondary:
+            h.confidence *= LATER_FAILURE_DISCOUNT
+            h.evidence.append(Evidence(None, "", "explains only another rank's failure, printed after the first one"))
+
+
+def _failure_lines(view: LogView) -> tuple[set[int], set[int]]:
+    """The log lines of every raised exception, and of those raised only on ranks other
+    than the primary failure's.
+
+    When ranks fail differently (rank 1 misses its shard, rank 0 then trips on something
+    else), the primary failure (Incident.primary: the first printed) is the one to explain first."""
+    raised = {e.log_line for e in view.exceptions if e.log_line is not None}
+    primary = view.incident.primary
+    chain = next((c for c in view.incident.chains if primary is not None and c.final is primary), None)
+    if chain is None or not chain.ranks:
+        return raised, set()
+    mine = set(chain.ranks)
+    return raised, {e.log_line for c in view.incident.chains if c.ranks and not mine & set(c.ranks)
+                    for e in c.exceptions if e.log_line is not None}
 
 
 def score(rule: Rule, view: LogView, relax=None) -> Hypothesis | None:

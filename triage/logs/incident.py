@@ -130,7 +130,11 @@ def primary_exception(incident: Incident) -> RaisedException | None:
 
     torchrun's ChildFailedError only reports a worker's death, and a rank that
     lost its peer (gloo "Connection closed by peer") died of another rank's
-    failure, so both yield to a worker's own exception.
+    failure, so both yield to a worker's own exception; so does a bare
+    `AssertionError` with no message to another rank's that says what failed.
+    Of two ranks' own failures the first printed wins: torchrun's "Root Cause
+    (first observed failure)" is the first exit its monitor polled, which can
+    be the later one.
     """
     if not incident.chains:
         return None
@@ -139,7 +143,6 @@ def primary_exception(incident: Incident) -> RaisedException | None:
         final = chain.final
         is_wrapper = final.short_type in WRAPPERS
         lost_peer = bool(_PEER_LOSS.search(final.message))
-        root = incident.root_cause_rank is not None and incident.root_cause_rank in chain.ranks
-        return (not is_wrapper, not lost_peer, root)
+        return (not is_wrapper, not lost_peer, bool(final.message.strip()))
 
     return max(incident.chains, key=weight).final
