@@ -110,8 +110,12 @@ def _without_frames(lines, exc):
 
 
 def _is_caret(line: str) -> bool:
-    """Python 3.11's ^^^^ markers under a frame's code."""
-    return bool(line.strip()) and set(line.strip()) <= set("^~")
+    """Python 3.11's ^^^^ markers under a frame's code, behind torch's `[rankN]:` tag or not (a kept
+    marker line would leave the paste its frames' code widths, text no one pastes without frames)."""
+    text = line.strip()
+    if text.startswith("[rank") and "]:" in text:
+        text = text.split("]:", 1)[1].strip()
+    return bool(text) and set(text) <= set("^~")
 
 
 def _wrapped(lines, exc):
