@@ -12,7 +12,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "triage"
-TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py"}
+# errors.py and record.py: the base every stage shares (its errors, its value classes), no stage of its own
+TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "record.py"}
 
 
 def module_name(path: Path) -> str:
