@@ -31,16 +31,7 @@ def frameworks(case, lay_text):
     case("trainer-trainer-state-deleted-resume-true", "failure", "missing_file", tz2, lay_text(tz2),
          f"deleted {CK}/trainer_state.json; resume_from_checkpoint=True",
          inject=[("delete", f"{CK}/trainer_state.json")])
-    case("trainer-optim-shard-deleted", "failure", "missing_file", tz2, lay_text(tz2),
-         f"deleted {CK}/{T}/{OPT1}", inject=[("delete", f"{CK}/{T}/{OPT1}")])
-    case("trainer-latest-deleted", "failure", "missing_file", tz2, lay_text(tz2),
-         f"deleted {CK}/latest (DeepSpeed's pointer to {T})", inject=[("delete", f"{CK}/latest")])
-    case("trainer-global-step-dir-deleted", "failure", "partial_checkpoint", tz2, lay_text(tz2),
-         f"deleted {CK}/{T}/ (the Trainer files stay: a weights-only checkpoint-N)",
-         inject=[("delete", f"{CK}/{T}")])
-    case("trainer-checkpoint-from-other-run", "failure", "model_mismatch", tz2, lay_text(tz2),
-         f"resume from {CK} of another run: the model has hidden size 96, the checkpoint 64",
-         args={"model": "hidden"})
+    resume_faults(case, "trainer", tz2, lay_text(tz2), trainer_state=False)
     # ------------------------------------------------------------ accelerate save_state / load_state
     case("accelerate-zero2-saved-stage3-load", "failure", "zero_stage_mismatch", acc, lay_text(acc),
          "accelerator.load_state with zero_stage 3 in the DeepSpeed plugin", args={"stage": 3})
@@ -90,19 +81,7 @@ def frameworks(case, lay_text):
          "SFTTrainer resume_from_checkpoint=True on 1 rank (world size 2 -> 1)", args={"nproc": 1})
     case("trl-zero3-dp2-saved-resume-dp1", "failure", "parallelism_mismatch", t3, lay_text(t3),
          "SFTTrainer resume_from_checkpoint=True on 1 rank (world size 2 -> 1)", args={"nproc": 1})
-    case("trl-trainer-state-deleted", "failure", "missing_file", t2, lay_text(t2),
-         f"deleted {CK}/trainer_state.json; resume_from_checkpoint='{CK}'",
-         inject=[("delete", f"{CK}/trainer_state.json")], load_dir=CK)
-    case("trl-optim-shard-deleted", "failure", "missing_file", t2, lay_text(t2),
-         f"deleted {CK}/{T}/{OPT1}", inject=[("delete", f"{CK}/{T}/{OPT1}")])
-    case("trl-latest-deleted", "failure", "missing_file", t2, lay_text(t2),
-         f"deleted {CK}/latest (DeepSpeed's pointer to {T})", inject=[("delete", f"{CK}/latest")])
-    case("trl-global-step-dir-deleted", "failure", "partial_checkpoint", t2, lay_text(t2),
-         f"deleted {CK}/{T}/ (the Trainer files stay: a weights-only checkpoint-N)",
-         inject=[("delete", f"{CK}/{T}")])
-    case("trl-checkpoint-from-other-run", "failure", "model_mismatch", t2, lay_text(t2),
-         f"resume from {CK} of another run: the model has hidden size 96, the checkpoint 64",
-         args={"model": "hidden"})
+    resume_faults(case, "trl", t2, lay_text(t2))
     case("trl-optim-shard-truncated", "failure", "corrupt_file", t2, lay_text(t2),
          f"{CK}/{T}/{OPT1} truncated to half its size", inject=[("truncate_half", f"{CK}/{T}/{OPT1}")])
     # ------------------------------------------------------------ PEFT adapters
@@ -132,3 +111,22 @@ def frameworks(case, lay_text):
          run="cmd", argv=LIGHTNING, packages=["lightning"],
          note="Lightning's DeepSpeedStrategy (and Fabric's) requires CUDA: no Lightning checkpoint can be saved or "
               "resumed with DeepSpeed on this CPU-only machine")
+
+
+def resume_faults(case, prefix, layout, text, trainer_state=True):
+    """The faults of a Trainer checkpoint-N every trainer built on transformers' Trainer resumes the
+    same way (the Trainer itself, TRL): its files or DeepSpeed's inside it deleted, another run's."""
+    if trainer_state:
+        case(f"{prefix}-trainer-state-deleted", "failure", "missing_file", layout, text,
+             f"deleted {CK}/trainer_state.json; resume_from_checkpoint='{CK}'",
+             inject=[("delete", f"{CK}/trainer_state.json")], load_dir=CK)
+    case(f"{prefix}-optim-shard-deleted", "failure", "missing_file", layout, text,
+         f"deleted {CK}/{T}/{OPT1}", inject=[("delete", f"{CK}/{T}/{OPT1}")])
+    case(f"{prefix}-latest-deleted", "failure", "missing_file", layout, text,
+         f"deleted {CK}/latest (DeepSpeed's pointer to {T})", inject=[("delete", f"{CK}/latest")])
+    case(f"{prefix}-global-step-dir-deleted", "failure", "partial_checkpoint", layout, text,
+         f"deleted {CK}/{T}/ (the Trainer files stay: a weights-only checkpoint-N)",
+         inject=[("delete", f"{CK}/{T}")])
+    case(f"{prefix}-checkpoint-from-other-run", "failure", "model_mismatch", layout, text,
+         f"resume from {CK} of another run: the model has hidden size 96, the checkpoint 64",
+         args={"model": "hidden"})
