@@ -60,6 +60,8 @@ def drive(rules, *keys, history=None, clock=None, later=()):
         session = app.prompt_session(conversation, history=history, input=pipe, output=DummyOutput(),
                                      clock=clock or typing(), queued_is_paste=clock is not None)
 
+        finished = threading.Event()
+
         def type_later():
             for ready, key in later:
                 deadline = time.monotonic() + 60
@@ -67,9 +69,17 @@ def drive(rules, *keys, history=None, clock=None, later=()):
                     time.sleep(0.02)
                 time.sleep(0.2)
                 pipe.send_text(key)
+            # keys that did not end the session (a Ctrl-D landing on a non-empty prompt): end it, so
+            # the test fails on what the chat did instead of hanging the suite
+            if not finished.wait(60):
+                stuck.append(session.default_buffer.text[-200:])
+                session.app.loop.call_soon_threadsafe(lambda: session.app.exit(exception=EOFError()))
 
+        stuck = []
         threading.Thread(target=type_later, daemon=True).start()
         code = app.run_app(conversation, session, written.append)
+        finished.set()
+    assert not stuck, f"the keys did not end the session; the prompt still held {stuck[0]!r}"
     return conversation, "".join(written), code
 
 
@@ -199,3 +209,20 @@ def test_a_history_file_that_turns_unwritable_warns_once(rules, tmp_path):
     path.mkdir()  # unwritable as a file for any user, root included
     drive(rules, "/help", ENTER, "/rules", ENTER, CTRL_D, history=history)
     assert len(warnings) == 1 and "cannot write the chat history" in warnings[0]
+
+
+def test_bytes_still_unread_in_the_terminal_mark_an_enter_as_part_of_a_paste():
+    # a paste arrives in 1 KiB reads: an Enter ending one read, with the rest of the paste still
+    # unread, must not send however long the machine took between two keys
+    read_end, write_end = os.pipe()
+    try:
+        terminal = type("Input", (), {"fileno": lambda self: read_end})()
+        assert app.unread_input(terminal) is False
+        os.write(write_end, b"more of the paste")
+        assert app.unread_input(terminal) is True
+        os.read(read_end, 100)
+        assert app.unread_input(terminal) is False
+        assert app.unread_input(object()) is False  # an input without a descriptor (DummyInput)
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -2,8 +2,8 @@
 
 * A bracketed paste into an empty prompt is sent as it is, however many lines: one message.
   A terminal without bracketed paste (tmux without it, web consoles) sends the lines as keys:
-  an Enter with more keys queued behind it (read in the same go), or handled within
-  BURST_SECONDS of the key before it, is a newline of the paste, never
+  an Enter with more keys queued behind it (read in the same go, or still unread in the
+  terminal's buffer), or handled within BURST_SECONDS of the key before it, is a newline of the paste, never
   a send, so a chained traceback's blank line does not cut it and its lines are not taken as
   answers (keys read in one go are handled microseconds apart; typed ones, 30 ms or more).
 * A typed message ends on an empty line (Enter on an empty last line) or with Esc-Enter; a
@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import os
+import select
 import sys
 import time
 from pathlib import Path
@@ -157,6 +158,14 @@ class Burst:
         self.last = self.clock()
 
 
+def unread_input(terminal_input) -> bool:
+    """Bytes are waiting on the input's file descriptor (False when it has none)."""
+    try:
+        return bool(select.select([terminal_input.fileno()], [], [], 0)[0])
+    except (AttributeError, NotImplementedError, OSError, ValueError):
+        return False
+
+
 def key_bindings(conversation: Conversation, burst: Burst) -> KeyBindings:
     bindings = KeyBindings()
 
@@ -164,9 +173,11 @@ def key_bindings(conversation: Conversation, burst: Burst) -> KeyBindings:
     def _enter(event) -> None:
         buffer = event.current_buffer
         state = buffer.complete_state
-        # keys still queued behind this Enter came in the same read: a paste, whatever the clock
-        # says (a loaded machine can take longer than BURST_SECONDS between two keys of one read)
-        in_paste = burst() or (burst.queued_is_paste and bool(event.app.key_processor.input_queue))
+        # keys still queued behind this Enter, read in the same go or still waiting to be read
+        # (a paste comes in 1 KiB reads): a paste, whatever the clock says (a loaded machine can
+        # take longer than BURST_SECONDS between two keys of one read)
+        in_paste = burst() or (burst.queued_is_paste and (bool(event.app.key_processor.input_queue)
+                                                          or unread_input(event.app.input)))
         if state is not None and state.current_completion is not None and not in_paste:
             buffer.apply_completion(state.current_completion)
         elif not in_paste and submits(buffer.document, conversation):
