@@ -113,17 +113,71 @@ def baseline_fingerprint():
     return h.hexdigest()[:12]
 
 
-def build_base(name, base, rebuild):
-    """Train + save layout `name` once; returns its metadata (command, exit code, log path)."""
-    lay = L.LAYOUTS[name]
+def _kept(name, base, own_log):
+    """The metadata of layout `name` trained in `base` before, or None. `own_log`: only one whose log
+    is its own launch's (a corpus case copies it), not a shared one of build_bases."""
     root, meta_path = base / name, base / f"{name}.json"
-    if meta_path.exists() and root.exists() and not rebuild:
-        return json.loads(meta_path.read_text())
+    if not (meta_path.exists() and root.exists()):
+        return None
+    meta = json.loads(meta_path.read_text())
+    return None if own_log and meta.get("batched") else meta
+
+
+def _train_args(name, base):
+    lay = L.LAYOUTS[name]
+    root = base / name
     shutil.rmtree(root, ignore_errors=True)
-    save_dir = root / lay.get("sub", "")
-    args = L.worker_args(lay) + ["--save-dir", str(save_dir)]
-    if lay.get("sub"):
-        args += ["--tag", L.TAG]
+    args = L.worker_args(lay) + ["--save-dir", str(root / lay.get("sub", ""))]
+    return args + (["--tag", L.TAG] if lay.get("sub") else [])
+
+
+def batchable(lay):
+    """A layout train_many.py can train beside others: plain train_save.py, no mpu, pipeline or kill."""
+    return (L.script(lay, "train") == "train_save.py" and lay.get("launch") != "python"
+            and not (lay.get("tp") or lay.get("pipe") or lay.get("kill_after_saves")))
+
+
+def build_bases(names, base):
+    """Train + save every layout of `names` not kept in `base` yet: those of one world size that
+    train_save.py trains in one launch (corpus/workers/train_many.py; each rank's imports paid once,
+    not once a layout), the others one launch each. For the tests' and the gate's baselines; a
+    corpus case's baseline (whose log the case may copy) comes from build_base."""
+    groups = {}
+    for name in dict.fromkeys(names):
+        if _kept(name, base, False):
+            continue
+        lay = L.LAYOUTS[name]
+        if batchable(lay):
+            groups.setdefault(L.nproc(lay), []).append(name)
+        else:
+            build_base(name, base, False)
+    for nproc, group in groups.items():
+        if len(group) == 1:
+            build_base(group[0], base, False)
+            continue
+        group.sort(key=lambda name: L.LAYOUTS[name]["stage"] == 3)  # ZeRO-3's module hooks last
+        stem = base / f"_batch-{nproc}-{'+'.join(group)}"[:200]
+        plan, log = stem.with_suffix(".plan.json"), stem.with_suffix(".log")
+        plan.write_text(json.dumps([_train_args(name, base) for name in group]))
+        cmd = runner.torchrun(nproc, "train_many.py", ["--plan", str(plan)])
+        t = time.time()
+        rc = runner.run(cmd, {}, log)
+        say(f"  bases {', '.join(group)} (one launch): exit {rc} in {time.time() - t:.0f}s")
+        if rc != 0:
+            raise SystemExit(f"baselines {', '.join(group)} failed (exit {rc}); see {log}")
+        for name in group:
+            meta = dict(command=runner.display(cmd, {}), exit_code=rc, log=str(log), batched=True)
+            (base / f"{name}.json").write_text(json.dumps(meta))
+
+
+def build_base(name, base, rebuild, own_log=False):
+    """Train + save layout `name` once, in its own launch; returns its metadata (command, exit code,
+    log path). `own_log`: a baseline kept from build_bases (a shared log) is trained again."""
+    lay = L.LAYOUTS[name]
+    meta_path = base / f"{name}.json"
+    if not rebuild and (kept := _kept(name, base, own_log)):
+        return kept
+    args = _train_args(name, base)
     if lay.get("kill_after_saves"):
         args += ["--kill-after-saves", str(lay["kill_after_saves"])]
     cmd = runner.launch(lay, L.nproc(lay), L.script(lay, "train"), args)
@@ -138,9 +192,15 @@ def build_base(name, base, rebuild):
     return meta
 
 
+_WARMED = set()  # the build caches this process warmed up already: once is enough
+
+
 def warm_up_ops(work):
     """Build DeepSpeed's CPU shm comm op into the private cache before any recorded run, so no
     recorded log contains a one-off compiler build."""
+    if runner.EXT_DIR["path"] in _WARMED:
+        return
+    _WARMED.add(runner.EXT_DIR["path"])
     code = ("from deepspeed.comm.torch import build_shm_op; build_shm_op()")
     t = time.time()
     Path(runner.EXT_DIR["path"]).mkdir(parents=True, exist_ok=True)
@@ -156,7 +216,7 @@ def run_scenario(sc, work, base, out, keep):
     stale = log.parent.parent / ("cases" if kind == "clean" else "clean") / log.name
     stale.unlink(missing_ok=True)
     if sc.get("run") == "base":
-        meta = build_base(sc["layout"], base, False)
+        meta = build_base(sc["layout"], base, False, own_log=True)
         shutil.copyfile(meta["log"], log)
         rc, command = meta["exit_code"], meta["command"]
     else:

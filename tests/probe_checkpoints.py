@@ -2,8 +2,8 @@
 
 The baselines of LAYOUTS (ZeRO-2 dp 2, ZeRO-3 dp 2, ZeRO-2 dp 1 and ZeRO-0 dp 1, fp32; ZeRO-1 dp 2
 fp32; ZeRO-1/2/3 dp 2 bf16) are trained and saved by real DeepSpeed through
-`corpus.generate.build_base`, once per machine and fingerprint (deepspeed version + the worker
-scripts): about 30 s each the first time, then reused. Each scenario is a copy of its baseline
+`corpus.generate.build_bases` (those of one world size in one launch), once per machine and
+fingerprint (deepspeed version + the worker scripts), then reused. Each scenario is a copy of its baseline
 with the corpus scenario's own fault applied (`corpus.faults.apply` of its `inject` steps), under
 a world-traversable directory so an unprivileged user can reach it; `silent(id)` builds one of
 corpus/silent.py's checkpoint-only faults the same way (its `pre` training runs included).
@@ -61,8 +61,7 @@ def baselines() -> Path:
         runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
         if not all((base / f"{name}.json").exists() for name in LAYOUTS):
             generate.warm_up_ops(work)
-        for name in LAYOUTS:
-            generate.build_base(name, base, False)
+        generate.build_bases(LAYOUTS, base)
     return base
 
 
@@ -72,17 +71,24 @@ def layout_base(name: str) -> Path:
     per fingerprint) beside them in `_extra`, so the tests that read every baseline shard keep theirs."""
     if name in LAYOUTS:
         return baselines() / name
+    return layout_bases((name,)) / name
+
+
+def layout_bases(names) -> Path:
+    """Build (or reuse) the `_extra` baselines of `names` at once, those of one world size in one
+    launch (corpus.generate.build_bases); returns `_extra`."""
     from corpus import generate, runner
 
     work = _traversable(WORK / fingerprint())
     extra = _traversable(work / "_extra")
+    names = [name for name in names if name not in LAYOUTS]
     with open(work / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
-        if not (extra / f"{name}.json").exists():
+        if not all((extra / f"{name}.json").exists() for name in names):
             generate.warm_up_ops(work)
-        generate.build_base(name, extra, False)
-    return extra / name
+        generate.build_bases(names, extra)
+    return extra
 
 
 @lru_cache(maxsize=None)

@@ -99,9 +99,20 @@ def _healthy_cases() -> list[dict]:
             and s.get("run") != "train" and not s.get("pre") and s["id"] in manifest]
 
 
+@pytest.fixture(scope="module")
+def healthy_baselines():
+    """Every baseline the healthy cases copy, built before the first (those of one world size in one
+    launch), not one launch each as each case comes."""
+    from corpus.scenarios import SCENARIOS
+
+    layouts = {s["id"]: s.get("layout") for s in SCENARIOS}
+    pc.baselines()
+    pc.layout_bases([layouts[c["id"]] for c in _healthy_cases()])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", _healthy_cases(), ids=lambda c: c["id"])
-def test_no_healthy_corpus_checkpoint_is_flagged(case, cli):
+def test_no_healthy_corpus_checkpoint_is_flagged(case, cli, healthy_baselines):
     from triage.eval.checkpoints import as_user
 
     proc = cli("triage", "--log", ROOT / "corpus" / case["log"], "--ckpt", pc.scenario(case["id"]), "--json",

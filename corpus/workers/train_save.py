@@ -16,7 +16,7 @@ from corpus.workers.common import (MODEL_VARIANTS, add_common_args, batch, build
 from corpus.workers import pipe_model  # noqa: E402
 
 
-def main():
+def main(argv=None):
     p = add_common_args(argparse.ArgumentParser())
     p.add_argument("--save-dir", required=True)
     p.add_argument("--tag", default=None)
@@ -25,7 +25,7 @@ def main():
     p.add_argument("--save-every", type=int, default=0, help="also save every N steps")
     p.add_argument("--load-after-save", action="store_true",
                    help="call load_checkpoint on the same engine right after saving")
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     set_ds_log_level()
     deepspeed.init_distributed(dist_backend="gloo")

@@ -265,10 +265,10 @@ def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None,
         with open(base / ".lock", "w") as lock, ThreadPoolExecutor(max(1, min(JOBS, os.cpu_count() or 1))) as pool:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another run training the same baselines: wait for it
             generate.warm_up_ops(work)
-            # every baseline first (a scenario only copies its own), then the scenarios side by side:
+            # every baseline first (a scenario only copies its own; those of one world size in one
+            # launch), then the scenarios side by side:
             # each is its own copy, log and rendezvous port (corpus/runner.py)
-            layouts = dict.fromkeys(table[e.id]["layout"] for e in entries if table[e.id].get("layout"))
-            list(pool.map(lambda name: generate.build_base(name, base, False), layouts))
+            generate.build_bases([table[e.id]["layout"] for e in entries if table[e.id].get("layout")], base)
             # the longest first (those with a training run before their load), so no lane idles at the end
             longest_first = sorted(entries, key=lambda e: not table[e.id].get("pre"))
             done = dict(zip(longest_first, pool.map(
