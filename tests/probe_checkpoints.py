@@ -82,7 +82,8 @@ def layout_bases(names) -> Path:
     work = _traversable(WORK / fingerprint())
     extra = _traversable(work / "_extra")
     names = [name for name in names if name not in LAYOUTS]
-    with open(work / ".lock", "w") as lock:
+    # the checkpoint gate's test trains into `_extra` too (--baselines), under this same lock
+    with open(extra / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
         if not all((extra / f"{name}.json").exists() for name in names):
@@ -108,17 +109,43 @@ def scenario_entry(case_id: str) -> dict:
 
 @lru_cache(maxsize=None)
 def scenario(case_id: str) -> Path:
-    """A fresh copy of the scenario's baseline with its fault injected; the checkpoint root."""
-    from corpus import faults
+    """A fresh copy of the scenario's baseline, with the steps its job ran before the load (a
+    conversion, say) and its fault; the checkpoint root."""
+    from corpus import faults, layouts, runner
 
     entry = scenario_entry(case_id)
+    layout = layouts.LAYOUTS[entry["layout"]]
     root = session_dir() / case_id
     shutil.copytree(layout_base(entry["layout"]), root, symlinks=True)
     if entry.get("user") == "nobody":
         faults.make_world_readable(str(root))
+    ckpt = root / layout.get("sub", "")  # a Trainer-style layout saves in checkpoint-N/ (its `sub`)
+    for number, step in enumerate(entry.get("pre", [])):
+        _run(runner.build_command(step, layout, str(ckpt)), root.parent / f"{case_id}.pre{number}.log")
     if entry.get("inject"):
-        faults.apply(str(root), entry["inject"])
+        faults.apply(str(ckpt), entry["inject"])
     return root
+
+
+@lru_cache(maxsize=None)
+def saved_by_run(case_id: str) -> Path:
+    """A scenario whose own run trains and saves (run "train"), run here on its copy: the dir it saved."""
+    from corpus import layouts, runner
+
+    entry = scenario_entry(case_id)
+    layout = layouts.LAYOUTS[entry["layout"]]
+    ckpt = scenario(case_id) / layout.get("sub", "")
+    _run(runner.build_command(entry, layout, str(ckpt)), ckpt.parent / f"{case_id}.run.log", entry.get("any_exit"))
+    return Path(os.path.normpath(ckpt / entry.get("load_dir", "")))
+
+
+def _run(command: list[str], log: Path, any_exit: bool = False) -> None:
+    from corpus import generate, runner
+
+    runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
+    code = runner.run(command, {}, log)
+    if code != 0 and not any_exit:
+        raise RuntimeError(f"{runner.display(command, {})} exited {code}; see {log}")
 
 
 @lru_cache(maxsize=None)

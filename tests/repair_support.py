@@ -3,6 +3,7 @@ corpus workers' model, so the verifying loads run on the checkpoints the corpus 
 param checksum each baseline's training log printed, and the real loads that fail before a repair."""
 
 import re
+from pathlib import Path
 
 from tests import probe_checkpoints as pc
 
@@ -37,8 +38,13 @@ def tiny_sgd():
 
 def saved_checksum(layout: str) -> float:
     """The sum of |param| the training run printed after saving (corpus/workers/train_save.py)."""
-    text = (pc.baselines() / f"{layout}.log").read_text(errors="replace")
-    return float(re.search(r"saved checkpoint to .* param checksum ([\d.]+)", text).group(1))
+    import json
+
+    base = pc.baselines()
+    text = Path(json.loads((base / f"{layout}.json").read_text())["log"]).read_text(errors="replace")
+    # the launch may have trained several layouts (corpus.generate.build_bases): this one's line
+    return float(re.search(rf"saved checkpoint to {re.escape(str(base / layout))} .* param checksum ([\d.]+)",
+                           text).group(1))
 
 
 def ext_env() -> dict:
