@@ -3,6 +3,8 @@ its name says, and `eval --pastes` scores every variant beside the whole log."""
 
 import json
 import re
+import shutil
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -66,7 +68,7 @@ def test_wrapped_and_prefixed_logs_keep_every_character(cut):
         assert [line[len(prefix):] for line in prefixed] == lines and all(l.startswith(prefix) for l in prefixed)
 
 
-def test_eval_pastes_reports_every_variant_and_validates(cli):
+def test_eval_pastes_reports_every_variant_and_validates(cli, tmp_path):
     proc = cli("eval", "--pastes", "--json")
     data = json.loads(proc.stdout)
     schema = json.loads((ROOT / "docs" / "schemas" / "bundled" / "eval.schema.json").read_text())
@@ -86,9 +88,23 @@ def test_eval_pastes_reports_every_variant_and_validates(cli):
     assert rows["exception line only"]["top1_ceiling"] < rows["exception line only"]["whole_log_top1"]
     for prefixed in (name for name in rows if name.startswith("behind ")):  # other loggers' prefixes cost nothing
         assert rows[prefixed]["top1"] == rows[prefixed]["whole_log_top1"], prefixed
-    text = cli("eval", "--pastes").stdout.decode()
+    # the text table, on a few real cases (the scoring above is the whole corpus's; once is enough)
+    text = cli("eval", "--pastes", small_corpus(tmp_path)).stdout.decode()
     assert "pastes (each labelled log with a traceback" in text and "exception line only *" in text
     assert "below ceiling" in text
+
+
+def small_corpus(where: Path, per_kind: int = 6) -> Path:
+    """A corpus dir of the first `per_kind` real cases of each kind, logs copied."""
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
+    chosen = [c for kind in ("failure", "negative", "clean") for c in [e for e in manifest if e["kind"] == kind][:per_kind]]
+    for case in chosen:
+        (where / case["log"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "corpus" / case["log"], where / case["log"])
+    (where / "manifest.yaml").write_text(yaml.safe_dump(chosen))
+    return where
 
 
 def test_cuts_count_lines_as_classify_does_past_a_progress_bar(rules):

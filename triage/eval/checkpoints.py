@@ -24,6 +24,7 @@ is slower than the gate needs.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -262,7 +263,10 @@ def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None,
         base.mkdir(parents=True, exist_ok=True)
         base.chmod(0o755)
         runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
-        with open(base / ".lock", "w") as lock, ThreadPoolExecutor(max(1, min(JOBS, os.cpu_count() or 1))) as pool:
+        # what the corpus code imports prints to stdout (DeepSpeed's logger, when a fault step unpickles
+        # its objects): to stderr, so that --json stays the only thing on stdout
+        with contextlib.redirect_stdout(sys.stderr), open(base / ".lock", "w") as lock, \
+                ThreadPoolExecutor(max(1, min(JOBS, os.cpu_count() or 1))) as pool:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another run training the same baselines: wait for it
             generate.warm_up_ops(work)
             # every baseline first (a scenario only copies its own; those of one world size in one
@@ -329,8 +333,11 @@ def _model_file(scenario: dict, runner, work: Path) -> list[str]:
 
     out = work / f"{scenario['id']}.model.json"
     variant = scenario.get("args", {}).get("model", "base")
-    subprocess.run([runner.PY, str(Path(REPO_ROOT) / "corpus" / "workers" / "model_shapes.py"), variant, str(out)],
-                   check=True, timeout=300)  # a failure raises: the run stops with its traceback (a bug here)
+    # its output captured: what torch or DeepSpeed print on import must not reach the --json report
+    proc = subprocess.run([runner.PY, str(Path(REPO_ROOT) / "corpus" / "workers" / "model_shapes.py"), variant,
+                           str(out)], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:  # a bug here: the run stops with the worker's own traceback
+        raise RuntimeError(f"model_shapes.py {variant} exited {proc.returncode}: {proc.stderr[-2000:]}")
     return ["--model", str(out)]
 
 
