@@ -138,6 +138,7 @@ SOURCE_REGEXES = {
     "triage.stream.records.CRI": "fullmatch",
     "triage.stream.records.LOOKS_JSON": "match",
     "triage.stream.records._NOT_PLAIN": "match",
+    "triage.stream.records._NOT_PLAIN_ANYWHERE": "search",
 }
 # Regexes that never see a log: what they read instead.
 NOT_LOG_TEXT = {

@@ -97,3 +97,20 @@ def test_the_fallback_matcher_gives_the_per_line_incidents(rules, fleet):
     slow = Prefilter(rules.rules, fast=False)
     got, _ = chunked(rules, data, 1 << 16, prefilter=slow)
     assert comparable(got) == comparable(per_line(rules, data))
+
+
+def test_a_plain_fleet_takes_the_plain_path_though_the_trainer_prints_dicts(rules, fleet):
+    """The HF Trainer's `{'loss': ...}` lines open with a brace but are not JSON: a plain block
+    holding them is read as one stream (the fast path), and any line decode() reads as JSON or
+    CRI still sends its block down the per-record path, with Hyperscan and without."""
+    from triage.stream.records import Decoder
+
+    data = encoded(fleet, "plain")
+    assert b"\n{'loss': " in data  # not vacuous: the corpus's Trainer runs print them
+    decoder, matcher = Decoder(), Prefilter(rules.rules).matcher
+    assert decoder.plain_chunk(data, matcher.any_marker) and decoder.plain_chunk(data)
+    for line in [b'{"log": "x"}', b'  {"log": "x"}', b'\xef\xbb\xbf{"a": 1}', b"{ }", b'[{"a": 1}]', b"[ [1]]",
+                 b"[\xc2\xa0{}]", b"2026-12-02T21:05:50.1Z stdout F text", b'{\t"log": "x"}']:
+        block = data[:data.index(b"\n", 5000) + 1] + line + b"\n"
+        assert not decoder.plain_chunk(block, matcher.any_marker), line
+        assert not decoder.plain_chunk(block), line

@@ -29,7 +29,7 @@ from triage.kb.model import Conditions, Regex, Rule
 from triage.logs.normalize import ANSI, strip_prefixes
 from triage.logs.runs import RUN_START_TEXTS
 from triage.stream.literals import encodings, looks_around, looks_behind, required
-from triage.stream.records import NOT_PLAIN_MARKERS, PARTIAL_MARKERS
+from triage.stream.records import CRI_MARKERS, NOT_PLAIN_START, PARTIAL_MARKERS
 
 try:
     import hyperscan
@@ -255,8 +255,10 @@ class HyperscanMatcher:
     def __init__(self, forms: tuple[Form, ...]):
         self._lengths = [len(f.data) for f in forms]
         self._all = self._database(forms, range(len(forms)))
-        markers = tuple(Form(m, Literal(m.decode()), False, frozenset()) for m in NOT_PLAIN_MARKERS)
-        self._markers = self._database(markers, range(len(markers)), hyperscan.HS_FLAG_SINGLEMATCH)
+        self._markers = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        markers = [NOT_PLAIN_START, *(re.escape(m.decode()).encode() for m in CRI_MARKERS)]
+        self._markers.compile(expressions=markers, ids=list(range(len(markers))), elements=len(markers),
+                              flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(markers))
 
     @staticmethod
     def _database(forms, ids, extra: int = 0):
@@ -280,7 +282,7 @@ class HyperscanMatcher:
         return found
 
     def any_marker(self, data: bytes) -> bool:
-        """Whether a JSON record or a CRI line may start in `data` (records.NOT_PLAIN_MARKERS)."""
+        """Whether a JSON record or a CRI line may start in `data` (records.NOT_PLAIN_START, CRI_MARKERS)."""
         try:
             self._markers.scan(data, match_event_handler=lambda *_: True)  # the first one stops the scan
         except hyperscan.ScanTerminated:

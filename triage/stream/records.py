@@ -78,8 +78,12 @@ CRI = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))
 LOOKS_JSON = re.compile(r'[ \t\ufeff]*(?:\{\s*(?:"|\}$)|\[\s*(?:[\[{]|\]$))')
 # The same tests on raw bytes: a line that may be JSON or CRI goes through decode().
 _NOT_PLAIN = re.compile(rb'[ \t]*(?:\xef\xbb\xbf)?(?:\{\s*(?:"|\})|\[\s*[\[{\]]|\d{4}-\d\d-\d\dT\S+ std(?:out|err) )')
-# Where a JSON record or a CRI line may start inside a buffer (a superset, to be safe).
-NOT_PLAIN_MARKERS = (b"\n{", b"\n[{", b"\n[[", b" stdout ", b" stderr ")
+# Where a JSON record or a CRI line may start inside a buffer: a superset of what decode() reads
+# as JSON or CRI (Unicode spaces and BOMs included), but not Python's `{'loss': ..}` that the
+# HF Trainer prints at the start of a line, which would send a plain log down the JSON path.
+NOT_PLAIN_START = rb"\n[ \t]*(?:\xef\xbb\xbf)*(?:\{[^']|\[(?:[\s\[{\]]|[\x80-\xff]))"
+CRI_MARKERS = (b" stdout ", b" stderr ")
+_NOT_PLAIN_ANYWHERE = re.compile(NOT_PLAIN_START + b"|" + b"|".join(CRI_MARKERS))
 _BULK_ACTIONS = {"index", "create", "update", "delete"}
 
 
@@ -128,15 +132,14 @@ class Decoder:
 
     def plain_chunk(self, data: bytes, any_marker=None) -> bool:
         """Every line of `data` is a plain log line (so every one is in the stream ()).
-        `any_marker(data)`: whether one of NOT_PLAIN_MARKERS is in it (one Hyperscan pass)."""
+        `any_marker(data)`: whether NOT_PLAIN_START or a CRI marker is in it (one Hyperscan pass)."""
         if self.format == "plain":
             return True
         if self.format != "auto" or _NOT_PLAIN.match(data):
             return False
         if any_marker is not None:
             return not any_marker(data)
-        # A few substring searches beat a multi-line regex over a megabyte by far.
-        return not any(marker in data for marker in NOT_PLAIN_MARKERS)
+        return not _NOT_PLAIN_ANYWHERE.search(data)
 
     def plain_text(self, raw: bytes) -> str | None:
         """The text of a raw line that is a plain log line (no JSON, no CRI prefix), else None."""
