@@ -114,3 +114,24 @@ def test_a_plain_fleet_takes_the_plain_path_though_the_trainer_prints_dicts(rule
         block = data[:data.index(b"\n", 5000) + 1] + line + b"\n"
         assert not decoder.plain_chunk(block, matcher.any_marker), line
         assert not decoder.plain_chunk(block), line
+
+
+def test_a_run_start_line_that_a_rule_reads_stays_newer_than_the_waiting_context(tmp_path):
+    """The plain path settles runs of context lines late, after run-start lines were routed. A
+    rule line that matches both a run-start line (torchrun's OMP_NUM_THREADS notice) and an
+    ordinary one (DeepSpeed's op build notice) must see the newest of them, as the per-line path
+    does: here the run start of the failing job, not the healthy job's build notice before it."""
+    from tests.rule_files import rules_dir, valid_rule
+    from triage.kb import load_rules
+
+    rule = valid_rule().replace("        verify:", "          boosts:\n"
+                                "            - line: 'OMP_NUM_THREADS environment variable|shm_comm_op built successfully'\n"
+                                "              weight: 0.1\n              why: test\n        verify:", 1)
+    rules = load_rules(rules_dir(tmp_path, {"DS-T001-test.yaml": rule}), use_cache=False)
+    healthy = fleet_log.read_lines(fleet_log.CORPUS / "clean" / "accelerate-random-states-deleted.log")
+    failing = fleet_log.read_lines(fleet_log.CORPUS / "cases" / "trainer-trainer-state-deleted.log")
+    data = ("\n".join(healthy + failing) + "\n").encode()
+    want = per_line(rules, data)
+    assert want and any("OMP_NUM_THREADS" in line for line in json.dumps(want[0]).split("\\n"))  # not vacuous
+    got, _ = chunked(rules, data, len(data))
+    assert comparable(got) == comparable(want)

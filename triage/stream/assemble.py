@@ -186,9 +186,13 @@ class Assembler:
         self._stream(key)
 
     def remember_match(self, key: Key, check: int, no: int, text: str) -> None:
-        """A context line found outside the routing (scan.py settles runs of them at once)."""
+        """A context line found outside the routing (scan.py settles runs of them at once). A
+        line routed since, newer than it, stays."""
+        context = self._stream(key).context
+        if check in context and context[check][0] > no:
+            return
         self._seq += 1
-        self._stream(key).context[check] = (no, self._seq, text[:CONTEXT_LINE])
+        context[check] = (no, self._seq, text[:CONTEXT_LINE])
 
     def tick(self, now: float) -> None:
         """Close the incidents whose last trigger is `idle` seconds old."""

@@ -153,6 +153,7 @@ class Prefilter:
         self._context_text = re.compile("|".join(_pattern(lit) for lit in by_length))
         self._checks_of = {_fold(lit): self._implied(lit) for lit in context_literals}
         self._raw_first = [check.raw_first for check in self.context]
+        self.run_scoped = frozenset(i for i, check in enumerate(self.context) if check.run_scoped)
         self._anywhere = [check.anywhere for check in self.context]
         # The same tests on ASCII bytes, without decoding them (on ASCII, bytes and str regexes agree)
         self._ascii = [_ascii_regex(check.regex) if check.raw_first else None for check in self.context]

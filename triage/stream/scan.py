@@ -8,8 +8,9 @@ literal (Hyperscan, prefilter.py); the answer says which lines hold a literal an
 * a trigger, run-start or partial line is decoded and routed to its stream, in order;
 * a context line (a rule reads it from anywhere before the failure: DeepSpeed's per-step
   "step=.., skipped=.." line, the config dump): in a plain block (one stream) only the
-  newest line of each context check before the next routed line is decoded, found from the
-  end. In a JSON block a line whose bytes show that none of its checks can match is
+  newest line of each context check is decoded, found from the end when a line that may
+  open an incident is routed or the block ends (run starts between do not wait for it: a
+  fleet of short runs is walked once, not once a run). In a JSON block a line whose bytes show that none of its checks can match is
   skipped; the others are decoded (each names its own stream) and wait, per stream, until a
   line of that stream is routed or the block ends: then only the newest record matching
   each check is remembered (a stream's least-recent place, which matters only past
@@ -46,6 +47,8 @@ class Scanner:
         self.decoder = decoder
         self.prefilter = prefilter
         self.forms = prefilter.forms
+        self._is_stop = [form.stop for form in self.forms]
+        self._checks_of = [form.checks for form in self.forms]
         self.matcher = prefilter.matcher
         self.assembler = assembler
         assembler.literal_of = self._literal
@@ -57,6 +60,8 @@ class Scanner:
         self._rest = b""
         self._raw = b""  # the line being routed (for _literal)
         self._ascii_block: tuple[bytes | None, bool] = (None, False)
+        self._pending: list[tuple[int, int, int, int]] = []  # plain context runs to settle: (i, k, pos, lines before)
+        self._run_cut = 0  # the waiting runs before this index came before a run start
         self._later: dict[Key, list] = {}  # stream -> its JSON context records waiting (_defer)
         self._unread_tried: dict[frozenset, list[int]] = {}
         self._partials = decoder.format in ("auto", "json", "docker")  # records may be split lines
@@ -108,9 +113,13 @@ class Scanner:
 
     def _plain_block(self, data: bytes, hits: list[tuple[int, int]], now: float) -> None:
         """One stream: from one line that must be routed (a trigger, a run start, a split line)
-        to the next, only the newest line matching each context check is looked for, from the
-        end; while an incident is open every line is routed in order."""
-        stops = [k for k, (_, form) in enumerate(hits) if self.forms[form].stop]
+        to the next, only the newest line matching each context check matters. Those runs of
+        context lines wait (_pending) and are settled together, from the end, when a line that
+        may open an incident is routed, or at the block's end: in a log of many short runs a
+        check is then looked for once, not once per run. While an incident is open every line
+        is routed in order."""
+        is_stop = self._is_stop
+        stops = [k for k, (_, form) in enumerate(hits) if is_stop[form]]
         pos = i = s = 0
         while True:
             if not (self.decode_all or self.assembler.busy):
@@ -119,7 +128,7 @@ class Scanner:
                 stop = data.rfind(b"\n", pos, hits[stops[s]][0]) + 1 or pos if s < len(stops) else len(data)
                 k = bisect.bisect_left(hits, (stop, -1), i)
                 if k > i:
-                    self._newest(data, hits, i, k, pos, now)
+                    self._pending.append((i, k, pos, self.lines))
                 self.lines += data.count(b"\n", pos, stop)
                 pos, i = stop, k
             if i >= len(hits):
@@ -128,7 +137,14 @@ class Scanner:
             if start > pos:
                 self._quiet(data, pos, start, now)
             pos = end + 1
+            hint = self.prefilter.hint(ids)
+            quiet_run_start = hint.run_start and not hint.trigger and not self.assembler.busy
+            if self._pending and not (quiet_run_start and not any(self.forms[f].partial for f in ids)):
+                self._settle(data, hits)
             self._route(data[start:end], ids, now)
+            if quiet_run_start:  # the waiting runs' run_line matches are forgotten from here on
+                self._run_cut = len(self._pending)
+        self._settle(data, hits)
         self._quiet(data, pos, len(data), now)
 
     @staticmethod
@@ -178,44 +194,55 @@ class Scanner:
                 at = data.find(literal, data.find(b"\n", at, stop) + 1, stop)
         return sorted(starts)
 
-    def _newest(self, data: bytes, hits: list[tuple[int, int]], i: int, k: int, pos: int, now: float) -> None:
-        """Plain lines from pos hold context literals only (hits[i:k]) and nothing is routed among
-        them: for each check only the newest line that matches it is remembered, as routing every
-        line in order would leave it; the lines are walked from the end, until every check is settled."""
-        forms, prefilter = self.forms, self.prefilter
-        wanted = set().union(*(forms[f].checks for f in {form for _, form in hits[i:k]}))
+    def _settle(self, data: bytes, hits: list[tuple[int, int]]) -> None:
+        """For each context check, remember the newest line of the waiting runs that matches it,
+        as routing every line in order would leave it: runs are walked from the newest, a check
+        found in one is not looked for in older ones, and a run_line check not before the last
+        run start (the assembler forgot those when it routed that line)."""
+        pending, cut, self._pending, self._run_cut = self._pending, self._run_cut, [], 0
+        settled: set[int] = set()
+        for n in range(len(pending) - 1, -1, -1):
+            skip = settled if n >= cut else settled | self.prefilter.run_scoped
+            settled |= self._newest(data, hits, *pending[n], skip)
+
+    def _newest(self, data: bytes, hits: list[tuple[int, int]], i: int, k: int, pos: int, base: int,
+                skip: set[int]) -> set[int]:
+        """Plain lines from pos (line base + 1) hold context literals only (hits[i:k]): for each
+        check not in `skip`, the newest line that matches it is remembered; the lines are walked
+        from the end until every check is settled. Returns the checks found."""
+        checks_of, prefilter = self._checks_of, self.prefilter
+        wanted = set().union(*(checks_of[f] for f in {form for _, form in hits[i:k]})) - skip
         ascii = self._ascii(data)
         found = []
         h = k
         while wanted and h > i:
-            at = hits[h - 1][0]
+            h -= 1
+            at, form = hits[h]
+            if checks_of[form].isdisjoint(wanted):  # most lines, once the common checks are settled
+                continue
             start = data.rfind(b"\n", pos, at) + 1 or pos
             end = data.find(b"\n", at)
-            ids = []
-            while h > i and hits[h - 1][0] >= start:  # every literal on this line
+            ids = [form]
+            while h > i and hits[h - 1][0] >= start:  # the line's other literals
                 h -= 1
                 ids.append(hits[h][1])
             text = None
+            line_ascii = None
             for check in prefilter.hint(sorted(ids)).checks & wanted:
-                if ascii and not prefilter.may_match_ascii(check, data, start, end):
+                if line_ascii is None:  # a block with a progress bar somewhere is mostly ASCII lines still
+                    line_ascii = ascii or (raw := data[start:end]).isascii() and b"\x1b" not in raw
+                if line_ascii and not prefilter.may_match_ascii(check, data, start, end):
                     continue
                 if text is None:
-                    text = self.decoder.plain_text(data[start:end])
-                    if text is None:  # an indented JSON record after all: route the run's lines in order
-                        self._in_order(data, hits, i, k, pos, now)
-                        return
+                    # never None in a block plain_chunk passed: its markers find every JSON or CRI line
+                    text = self.decoder.plain_text(data[start:end]) or ""
                 if prefilter.check_matches(check, text):
                     wanted.discard(check)
                     found.append((start, check, text))
         for start, check, text in sorted(found):
-            no = self.lines + data.count(b"\n", pos, start) + 1
+            no = base + data.count(b"\n", pos, start) + 1
             self.assembler.remember_match((), check, no, text)
-
-    def _in_order(self, data: bytes, hits: list[tuple[int, int]], i: int, k: int, pos: int, now: float) -> None:
-        base = self.lines
-        while i < k:
-            start, end, ids, i = self._line_at(data, hits, i, pos)
-            self._route(data[start:end], ids, now, base + data.count(b"\n", pos, start) + 1)
+        return {check for _, check, _ in found}
 
     def _ascii(self, data: bytes) -> bool:
         """The block is ASCII with no escape character (no colours): its lines can be tested undecoded."""
