@@ -248,31 +248,27 @@ class Prefilter:
 
 
 class HyperscanMatcher:
-    """Hyperscan databases over the forms: every occurrence of every form (overlaps too) with
-    its id; and whether a JSON record or a CRI line may start in a block."""
+    """One Hyperscan database over the forms and the markers of a JSON record or a CRI line:
+    every occurrence of every form (overlaps too) with its id, and whether a marker is in the
+    block, in one pass over it."""
 
     complete = True
 
     def __init__(self, forms: tuple[Form, ...]):
-        self._lengths = [len(f.data) for f in forms]
-        self._all = self._database(forms, range(len(forms)))
-        self._markers = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         markers = [NOT_PLAIN_START, *(re.escape(m.decode()).encode() for m in CRI_MARKERS)]
-        self._markers.compile(expressions=markers, ids=list(range(len(markers))), elements=len(markers),
-                              flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(markers))
-
-    @staticmethod
-    def _database(forms, ids, extra: int = 0):
-        if not ids:
-            return _Nothing()
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(
-            expressions=[re.escape(forms[i].data.decode("utf-8")).encode("utf-8") for i in ids],
-            ids=list(ids),
-            elements=len(ids),
-            flags=[extra | (hyperscan.HS_FLAG_CASELESS if forms[i].literal.ignore_case else 0) for i in ids],
+        self._forms = len(forms)
+        # A marker's match gets a start past any block's end: it sorts after every form's and is
+        # popped off (there are at most len(markers): each reports its first match only).
+        self._lengths = [len(f.data) for f in forms] + [-(1 << 62)] * len(markers)
+        self._marked: tuple[bytes | None, bool] = (None, False)
+        self._all = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self._all.compile(
+            expressions=[re.escape(f.data.decode("utf-8")).encode("utf-8") for f in forms] + markers,
+            ids=list(range(len(forms) + len(markers))),
+            elements=len(forms) + len(markers),
+            flags=[hyperscan.HS_FLAG_CASELESS if f.literal.ignore_case else 0 for f in forms]
+            + [hyperscan.HS_FLAG_SINGLEMATCH] * len(markers),
         )
-        return db
 
     def hits(self, data: bytes) -> list[tuple[int, int]]:
         """(start offset, form id) of every occurrence, by position."""
@@ -280,20 +276,19 @@ class HyperscanMatcher:
         lengths = self._lengths
         self._all.scan(data, match_event_handler=lambda i, _s, end, _f, _c: found.append((end - lengths[i], i)))
         found.sort()
+        marked = False
+        while found and found[-1][1] >= self._forms:
+            found.pop()
+            marked = True
+        self._marked = (data, marked)
         return found
 
     def any_marker(self, data: bytes) -> bool:
-        """Whether a JSON record or a CRI line may start in `data` (records.NOT_PLAIN_START, CRI_MARKERS)."""
-        try:
-            self._markers.scan(data, match_event_handler=lambda *_: True)  # the first one stops the scan
-        except hyperscan.ScanTerminated:
-            return True
-        return False
-
-
-class _Nothing:
-    def scan(self, data, match_event_handler):
-        return None
+        """Whether a JSON record or a CRI line may start in `data` (records.NOT_PLAIN_START, CRI_MARKERS),
+        as the hits() of the same block found."""
+        if self._marked[0] is not data:
+            self.hits(data)
+        return self._marked[1]
 
 
 class ReMatcher:
