@@ -170,7 +170,7 @@ def main() -> int:
     from corpus import fleet_log
     from triage.kb import load_rules
     from triage.stream.prefilter import Prefilter
-    from triage.stream.records import FAST_JSON as FAST_JSON_DEFAULT
+    from triage.stream.records import fast_parser
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=150, help="MB of log text in the healthy runs and failures (default 150)")
@@ -197,7 +197,7 @@ def main() -> int:
     patterns = CACHE / "prefilter.ere"
     patterns.write_text(Prefilter(rules.rules).grep_pattern() + "\n")
     global FAST_JSON
-    FAST_JSON = FAST_JSON_DEFAULT
+    FAST_JSON = fast_parser()[0]
     args.base_root = worktree(args.base) if args.base else None
     env = dict(os.environ, LC_ALL="C", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     print(f"{sys.executable} {shlex.join(sys.argv)}   ({os.cpu_count()} CPUs; {patterns}: the prefilter's literals as one ERE)")

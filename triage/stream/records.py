@@ -110,7 +110,7 @@ def fast_parser(name: str | None = None):
     return "json", None
 
 
-FAST_JSON, _FAST_LOADS = fast_parser()
+_UNRESOLVED = object()  # the parser is imported on the first JSON record (a plain log needs none)
 
 
 @dataclass
@@ -128,7 +128,7 @@ class Decoder:
         self.fields = Fields(self.message_fields or base.message, keys, base.time)
         self._explicit_keys = self.key_fields is not None
         self._plans: dict[tuple, _Plan | None] = {}  # a record's top-level keys -> where its fields are
-        self._loads = _FAST_LOADS if self.format not in ("plain", "cri") else None
+        self._loads = _UNRESOLVED if self.format not in ("plain", "cri") else None
 
     def plain_chunk(self, data: bytes, any_marker=None) -> bool:
         """Every line of `data` is a plain log line (so every one is in the stream ()).
@@ -149,7 +149,10 @@ class Decoder:
         return None
 
     def decode(self, raw: bytes) -> list[Record]:
-        if self._loads is not None and raw[:2] == b'{"':
+        if raw[:2] == b'{"' and self._loads is not None:
+            if self._loads is _UNRESOLVED:
+                self._loads = fast_parser()[1]
+                return self.decode(raw)
             try:  # the common case, parsed from the bytes; anything unusual takes the path below
                 value = self._loads(raw)
             except ValueError:
