@@ -63,6 +63,7 @@ class Scanner:
         self._pending: list[tuple[int, int, int, int]] = []  # plain context runs to settle: (i, k, pos, lines before)
         self._run_cut = 0  # the waiting runs before this index came before a run start
         self._later: dict[Key, list] = {}  # stream -> its JSON context records waiting (_defer)
+        self._cuts: dict[Key, int] = {}  # stream -> how many of its waiting records came before its last run start
         self._unread_tried: dict[frozenset, list[int]] = {}
         self._partials = decoder.format in ("auto", "json", "docker")  # records may be split lines
 
@@ -276,9 +277,16 @@ class Scanner:
             self.lines += 1
             no = self.lines
         self._raw = raw
+        quiet_run_start = hint.run_start and not hint.trigger and not any(self.forms[f].partial for f in forms)
         for record in self.decoder.decode(raw):
             if self._later:
-                self._flush(record.key)
+                if quiet_run_start and not record.partial and not self.assembler.owns(record.key):
+                    # the stream's waiting records need not be settled before a line that opens
+                    # nothing: only its run_line matches are forgotten from here on (_flush)
+                    if record.key in self._later:
+                        self._cuts[record.key] = len(self._later[record.key])
+                else:
+                    self._flush(record.key)
             self.assembler.add(record, no, hint, now)
 
     def _defer(self, raw: bytes, forms, no: int, now: float) -> None:
@@ -298,12 +306,15 @@ class Scanner:
     def _flush(self, key: Key) -> None:
         """What routing a stream's waiting context records in order would have remembered."""
         waiting = self._later.pop(key, None)
+        cut = self._cuts.pop(key, 0)  # records before it came before a run start of the stream
         if not waiting:
             return
         self.assembler.touch(key)
         wanted = set().union(*(hint.checks for _, _, hint in waiting))
         found = []
         for n in range(len(waiting) - 1, -1, -1):
+            if n == cut - 1:
+                wanted -= self.prefilter.run_scoped
             no, record, hint = waiting[n]
             if not hint.checks & wanted:
                 continue
