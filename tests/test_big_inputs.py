@@ -37,8 +37,8 @@ def classify_capped(cli_env, *args, stdin=None):
 
 
 @pytest.fixture
-def cli_env(tmp_path):
-    return dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), NO_COLOR="1")
+def cli_env(rule_cache):
+    return dict(os.environ, XDG_CACHE_HOME=rule_cache, NO_COLOR="1")
 
 
 def test_a_sparse_4_gib_log_is_read_at_both_ends_within_1_gib(tmp_path, cli_env):

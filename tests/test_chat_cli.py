@@ -22,15 +22,9 @@ CAUSE = re.compile(r"^\s+\d+\. (DS-[A-Z]\d{3}) (.+?) \(\d\.\d\d\): ", re.M)
 NOT_CHECKPOINT = "not a checkpoint-loading failure"
 
 
-@pytest.fixture(scope="module")
-def rule_cache(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("cache"))
-
-
 @pytest.fixture
-def run(cli, rule_cache):
-    """`cli` with one rule cache for the module: the index is built once, not once a call."""
-    return lambda *args, stdin=None: cli(*args, stdin=stdin, env={"XDG_CACHE_HOME": rule_cache})
+def run(cli):
+    return lambda *args, stdin=None: cli(*args, stdin=stdin)
 
 
 def chat_causes(out: str) -> list[tuple[str, str]]:

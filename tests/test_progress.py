@@ -69,8 +69,8 @@ def test_probe_meters_only_the_work_that_reads_every_byte():
 
 
 @pytest.mark.parametrize("on_terminal, options, shown", WHEN[:4], ids=WHEN_IDS[:4])
-def test_eval_counts_the_logs_classified(on_terminal, options, shown, tmp_path):
-    run = terminal.run("eval", *options, terminal=on_terminal, env={"XDG_CACHE_HOME": str(tmp_path)})
+def test_eval_counts_the_logs_classified(on_terminal, options, shown, rule_cache):
+    run = terminal.run("eval", *options, terminal=on_terminal, env={"XDG_CACHE_HOME": rule_cache})
     count = sum(1 for case in yaml.safe_load((CORPUS / "manifest.yaml").read_text()) if case.get("log"))
     assert run.code in (0, 1) and run.stdout.startswith("corpus "), run.stderr
     assert (f"eval: logs classified: 100%" in run.stderr) is shown
@@ -79,8 +79,8 @@ def test_eval_counts_the_logs_classified(on_terminal, options, shown, tmp_path):
 
 
 @pytest.mark.parametrize("on_terminal, options, shown", WHEN[:4], ids=WHEN_IDS[:4])
-def test_stream_from_a_file_counts_lines_and_incidents(on_terminal, options, shown, tmp_path):
-    run = terminal.run("stream", FAILURE_LOG, *options, terminal=on_terminal, env={"XDG_CACHE_HOME": str(tmp_path)})
+def test_stream_from_a_file_counts_lines_and_incidents(on_terminal, options, shown, rule_cache):
+    run = terminal.run("stream", FAILURE_LOG, *options, terminal=on_terminal, env={"XDG_CACHE_HOME": rule_cache})
     assert run.code == 0 and json.loads(run.stdout)["classification"]["category"] == "zero_stage_mismatch"
     assert ("stream: 100%" in run.stderr) is shown, run.stderr
     if shown:
