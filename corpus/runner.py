@@ -101,6 +101,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def failure(what: str, rc, log_path, lines: int = 25) -> str:
+    """`what` exited `rc`, with the end of its log: a test's session directory, and the log in
+    it, is gone by the time CI prints the failure."""
+    try:
+        tail = [l for l in Path(log_path).read_text(errors="replace").splitlines() if l.strip()][-lines:]
+    except OSError:
+        tail = ["(the log could not be read)"]
+    return f"{what} exited {rc}; {log_path} ends:\n" + "\n".join(tail)
+
+
 def run(cmd, env_extra, log_path, timeout=600):
     """Run and capture; torchrun gets a free rendezvous port (PET_MASTER_PORT, so the command is
     unchanged): another torchrun on the machine holding 29500 made runs fail with EADDRINUSE."""

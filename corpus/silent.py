@@ -56,7 +56,7 @@ def build(entry: dict, base: Path, dest: Path) -> Path:
         log = dest.parent / f"{entry['id']}.pre{n}.log"
         rc = runner.run(runner.build_command(pre, lay, str(ckpt)), {}, log)
         if rc != 0:
-            raise RuntimeError(f"{entry['id']}: pre-step {pre} exited {rc}; see {log}")
+            raise RuntimeError(runner.failure(f"{entry['id']}: pre-step {pre}", rc, log))
     faults.apply(str(ckpt), entry["inject"])
     return ckpt
 

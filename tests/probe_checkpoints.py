@@ -145,7 +145,7 @@ def _run(command: list[str], log: Path, any_exit: bool = False) -> None:
     runner.EXT_DIR["path"] = str(generate.EXT_CACHE)
     code = runner.run(command, {}, log)
     if code != 0 and not any_exit:
-        raise RuntimeError(f"{runner.display(command, {})} exited {code}; see {log}")
+        raise RuntimeError(runner.failure(runner.display(command, {}), code, log))
 
 
 @lru_cache(maxsize=None)

@@ -103,3 +103,16 @@ def test_layouts_trained_in_one_launch_save_what_one_launch_each_saves(tmp_path)
         assert checkpoint_differences(batched / name, tmp_path / name) == []
     # and the comparison sees a difference: another layout's save
     assert checkpoint_differences(batched / "z3-dp2-bf16", batched / "z3-dp2-fp32")
+
+
+def test_a_failed_run_says_how_its_log_ends(tmp_path):
+    """A run that fails in a test names its cause in the failure itself: the session directory
+    holding its log is removed before CI prints the report."""
+    from corpus import runner
+
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"line {n}\n" for n in range(40)) + "\nRuntimeError: the real cause\n\n")
+    message = runner.failure("torchrun train.py", 1, log)
+    assert message.startswith("torchrun train.py exited 1;") and message.endswith("RuntimeError: the real cause")
+    assert "line 39" in message and "line 10\n" not in message  # the end, not the whole log
+    assert "could not be read" in runner.failure("x", 1, tmp_path / "missing.log")

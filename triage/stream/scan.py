@@ -9,10 +9,11 @@ literal (Hyperscan, prefilter.py); the answer says which lines hold a literal an
 * a context line (a rule reads it from anywhere before the failure: DeepSpeed's per-step
   "step=.., skipped=.." line, the config dump): in a plain block (one stream) only the
   newest line of each context check is decoded, found from the end when a line that may
-  open an incident is routed or the block ends (run starts between do not wait for it: a
-  fleet of short runs is walked once, not once a run). In a JSON block a line whose bytes show that none of its checks can match is
-  skipped; the others are decoded (each names its own stream) and wait, per stream, until a
-  line of that stream is routed or the block ends: then only the newest record matching
+  open an incident is routed or the block ends (a run start does not make it look sooner: a
+  fleet of short runs is walked once, not once a run). In a JSON block a line whose bytes
+  show that none of its checks can match is skipped; the others are decoded (each names its
+  own stream) and wait, per stream, until a line of that stream that may open an incident is
+  routed or the block ends: then only the newest record matching
   each check is remembered (a stream's least-recent place, which matters only past
   `max_streams` streams, is set when they are);
 * while incidents are open, every line of their streams is decoded and routed, since their
