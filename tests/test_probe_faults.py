@@ -119,13 +119,13 @@ def test_layout_is_read_from_names_and_metadata():
         assert layout.names.stage_family == ("1/2" if expected[0] == 2 else "3")
 
 
-def test_probing_never_changes_the_checkpoint(tmp_path):
+def test_probing_never_changes_the_checkpoint(rule_cache):
     """Every file's checksum, mtime and mode, and every dir's mtime, before and after the CLI
     probe (--deep: every byte read) and triage."""
     roots = [pc.scenario(c) for c in FAULTS]
     before = {str(r): pc.snapshot(r) for r in roots}
     env_py = [sys.executable, "-m", "triage"]
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = dict(os.environ, XDG_CACHE_HOME=rule_cache)
     log = str(pc.ROOT / "corpus/cases/zero3-saved-stage2-load-dp2.log")
     for root in roots:
         for argv in (["probe", str(root), "--deep", "--json"], ["triage", "--log", log, "--ckpt", str(root), "--deep"]):

@@ -78,11 +78,11 @@ def test_input_ending_mid_traceback_still_gives_the_incident(cli):
     assert "Traceback (most recent call last)" in incidents[0]["excerpt"]["text"]
 
 
-def test_an_incident_on_a_quiet_pipe_is_emitted_after_the_idle_timeout(tmp_path):
+def test_an_incident_on_a_quiet_pipe_is_emitted_after_the_idle_timeout(rule_cache):
     """A live pipe that stays open: the incident must come out on --idle, not at end of input."""
     proc = subprocess.Popen([sys.executable, "-m", "triage", "stream", "-", "--idle", "0.5"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
+                            env=dict(os.environ, XDG_CACHE_HOME=rule_cache))
     try:
         proc.stdin.write(("\n".join(env.case_lines(FAILURE)) + "\n").encode())
         proc.stdin.flush()
