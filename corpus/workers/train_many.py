@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import torch.distributed as dist  # noqa: E402
 
 from corpus.workers import train_save  # noqa: E402
-from corpus.workers.common import log  # noqa: E402
+from corpus.workers.common import exit_without_teardown, log  # noqa: E402
 
 
 def main():
@@ -36,3 +36,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    exit_without_teardown()

@@ -12,7 +12,8 @@ import torch  # noqa: E402
 import deepspeed  # noqa: E402
 
 from corpus.workers.common import (MODEL_VARIANTS, add_common_args, batch, build_model, build_optimizer,  # noqa: E402
-                                   ds_config, log, param_checksum, set_ds_log_level, SimpleMPU)
+                                   ds_config, exit_without_teardown, log, param_checksum, set_ds_log_level,
+                                   SimpleMPU)
 from corpus.workers import pipe_model  # noqa: E402
 
 
@@ -79,3 +80,4 @@ def kill_after(engine, n):
 
 if __name__ == "__main__":
     main()
+    exit_without_teardown()
