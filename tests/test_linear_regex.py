@@ -22,7 +22,7 @@ import triage
 from tests.conftest import CORPUS, ROOT
 from tests.hostile.logs import hostile_log
 from triage.kb import pump
-from triage.kb.regex import RE2Pattern, compile_pattern, to_re2
+from triage.kb.regex import RE2Pattern, ascii_searcher, compile_pattern, to_re2
 from triage.kb.source import load_source
 from triage.kb.validate import REGEX_FIELDS, regex_fields
 
@@ -277,6 +277,16 @@ def test_search_from_a_position_keeps_line_anchors():
     compiled = compile_pattern(r"^assert$", re.MULTILINE)
     assert compiled.search(text, 2).start() == 2
     assert compiled.search(text, 3) is None
+
+
+@pytest.mark.parametrize("pattern", [r"abc$", r"^xx", r"\babc", r"abc\b", r"(?m)^yy", r"(?i)ABC", r"x+abc"])
+def test_a_line_searched_in_its_buffer_is_read_as_a_text_of_its_own(pattern):
+    """ascii_searcher(data, start, end) answers as `re` on that line alone: `$` at its end and
+    `^` at its start though the buffer goes on (RE2 alone would see them at the buffer's ends)."""
+    found = ascii_searcher(pattern)
+    data = b"zz\nxxabc\nyy\n"
+    for start, end in ((3, 8), (0, 2), (9, 11), (3, 11), (0, len(data))):
+        assert found(data, start, end) == (re.search(pattern, data[start:end].decode()) is not None), (start, end)
 
 
 def test_re2_and_re_find_the_same_matches_in_the_corpus(rules):

@@ -83,6 +83,19 @@ def test_blocks_give_the_per_line_incidents(rules, fleet, envelope):
 
 
 @pytest.mark.parametrize("envelope", ["plain", "fluentbit-12"])
+def test_chunks_shorter_than_a_line_give_the_per_line_incidents(rules, fleet, envelope):
+    """A line begun in one chunk ends in a later one, perhaps after chunks with no newline."""
+    data = encoded(fleet, envelope)[:300_000]
+    data = data[:data.rfind(b"\n") + 1]
+    want = per_line(rules, data)
+    assert want
+    for piece in (97, 1021):
+        got, summary = chunked(rules, data, piece)
+        assert comparable(got) == comparable(want), (envelope, piece)
+        assert summary["lines"] == data.count(b"\n")
+
+
+@pytest.mark.parametrize("envelope", ["plain", "fluentbit-12"])
 def test_blocks_give_the_per_line_incidents_under_eviction_and_short_gaps(rules, crowded, envelope):
     data = encoded(crowded, envelope)
     limits = Limits(gap=40, max_open=3, max_lines=300)

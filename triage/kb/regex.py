@@ -229,6 +229,21 @@ def known_literals() -> frozenset[str]:
     return _known[1]
 
 
+def ascii_searcher(pattern: str, flags: int = 0):
+    """found(data, start, end): whether the pattern matches in data[start:end], bytes the caller
+    knows to be ASCII (on ASCII, a bytes search and a str search agree); None when the pattern
+    cannot run on bytes. RE2 where it can: `re` tries each branch of an alternation of literals
+    at every position, ~7 us a line against ~1."""
+    compiled = compile_pattern(pattern, flags) if pattern.isascii() else None
+    if isinstance(compiled, RE2Pattern):
+        return compiled.in_ascii
+    try:
+        regex = re.compile(pattern.encode("ascii"), flags)
+    except (re.error, UnicodeEncodeError):  # e.g. a (?u) flag, which bytes patterns refuse
+        return None
+    return lambda data, start, end: regex.search(data[start:end]) is not None
+
+
 def compile_pattern(pattern: str, flags: int = 0):
     """An RE2 program with `re`'s meaning when there is one, else `re.compile`."""
     if engine_wanted() == "re2":
@@ -312,6 +327,13 @@ class RE2Pattern:
 
     def search(self, text: str, pos: int = 0) -> Span | None:
         return self._run(self._anchors[0], text, pos)
+
+    def in_ascii(self, data: bytes, start: int, end: int) -> bool:
+        """Whether it matches data[start:end], ASCII bytes, read as a text of its own (`^`, `$`,
+        `\\b` at its ends), without decoding it: on ASCII, byte offsets are character offsets."""
+        if start or end != len(data):
+            data = data[start:end]  # RE2 (and `re`) would see `$` or `^` only at the whole buffer's ends
+        return self._program.Match(self._anchors[0], data, 0, len(data))[0][0] >= 0
 
     def match(self, text: str, pos: int = 0) -> Span | None:
         return self._run(self._anchors[1], text, pos)

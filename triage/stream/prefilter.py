@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from triage.logs import torchrun, tracebacks
 from triage.kb.model import Conditions, Regex, Rule
+from triage.kb.regex import ascii_searcher
 from triage.logs.normalize import ANSI, strip_prefixes
 from triage.logs.runs import RUN_START_TEXTS
 from triage.stream.literals import encodings, looks_around, looks_behind, required
@@ -156,7 +157,8 @@ class Prefilter:
         self.run_scoped = frozenset(i for i, check in enumerate(self.context) if check.run_scoped)
         self._anywhere = [check.anywhere for check in self.context]
         # The same tests on ASCII bytes, without decoding them (on ASCII, bytes and str regexes agree)
-        self._ascii = [_ascii_regex(check.regex) if check.raw_first else None for check in self.context]
+        self._ascii = [ascii_searcher(check.regex.pattern, check.regex.flags) if check.raw_first else None
+                       for check in self.context]
         self._hints: dict[tuple[int, ...], Hint] = {}
 
     def _implied(self, lit: Literal) -> frozenset[int]:
@@ -223,7 +225,7 @@ class Prefilter:
         if raw.count(b"\\") != raw.count(b'\\n"') or not all(self._anywhere[c] for c in checks):
             return False
         if raw.isascii() and all(self._ascii[c] for c in checks):
-            return not any(self._ascii[c].search(raw) for c in checks)
+            return not any(self._ascii[c](raw, 0, len(raw)) for c in checks)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -233,8 +235,8 @@ class Prefilter:
     def may_match_ascii(self, check: int, data: bytes, start: int, end: int) -> bool:
         """False when the line data[start:end], which the caller knows to be ASCII without an
         escape character, shows that the check cannot match it (as _may_match, undecoded)."""
-        regex = self._ascii[check]
-        return regex is None or regex.search(data, start, end) is not None
+        found = self._ascii[check]
+        return found is None or found(data, start, end)
 
     def _may_match(self, check: int, raw: str) -> bool:
         """False when the raw line alone shows the check cannot match (cutting its prefixes
@@ -305,15 +307,6 @@ class ReMatcher:
 
     def hits(self, data: bytes) -> list[tuple[int, int]]:
         return [(m.start(), -1) for m in self.regex.finditer(data)]
-
-
-def _ascii_regex(regex: Regex):
-    if not regex.pattern.isascii():
-        return None
-    try:
-        return re.compile(regex.pattern.encode("ascii"), regex.flags)
-    except re.error:  # e.g. a (?u) flag, which bytes patterns refuse
-        return None
 
 
 def _pattern(lit: Literal) -> str:

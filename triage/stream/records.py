@@ -130,16 +130,17 @@ class Decoder:
         self._plans: dict[tuple, _Plan | None] = {}  # a record's top-level keys -> where its fields are
         self._loads = _UNRESOLVED if self.format not in ("plain", "cri") else None
 
-    def plain_chunk(self, data: bytes, any_marker=None) -> bool:
-        """Every line of `data` is a plain log line (so every one is in the stream ()).
-        `any_marker(data)`: whether NOT_PLAIN_START or a CRI marker is in it (one Hyperscan pass)."""
+    def plain_chunk(self, data: bytes, any_marker=None, start: int = 0) -> bool:
+        """Every line of data[start:] is a plain log line (so every one is in the stream ()).
+        `any_marker(data)`: whether NOT_PLAIN_START or a CRI marker is in it (one Hyperscan pass;
+        the whole buffer: a marker in a line read with another chunk only costs the faster path)."""
         if self.format == "plain":
             return True
-        if self.format != "auto" or _NOT_PLAIN.match(data):
+        if self.format != "auto" or _NOT_PLAIN.match(data, start):
             return False
         if any_marker is not None:
             return not any_marker(data)
-        return not _NOT_PLAIN_ANYWHERE.search(data)
+        return not _NOT_PLAIN_ANYWHERE.search(data, start)
 
     def plain_text(self, raw: bytes) -> str | None:
         """The text of a raw line that is a plain log line (no JSON, no CRI prefix), else None."""

@@ -69,51 +69,75 @@ class Scanner:
         self._partials = decoder.format in ("auto", "json", "docker")  # records may be split lines
 
     def feed(self, data: bytes, now: float) -> None:
+        """Whole lines are read where they stand in `data`: copying a 4 MB chunk to join the
+        line the last one ended in costs more than the rest of a quiet chunk's reading."""
         self.bytes += len(data)
-        buf = self._rest + data if self._rest else data
-        end = buf.rfind(b"\n") + 1
+        start = 0
+        if self._rest:  # the line the last chunk ended in, completed by this chunk's first line
+            newline = data.find(b"\n")
+            if newline < 0:  # it goes on past this chunk too
+                data, self._rest = self._rest + data, b""
+            else:
+                head, self._rest = self._rest + data[:newline + 1], b""
+                self._lines(head, 0, len(head), now)
+                start = newline + 1
+        end = data.rfind(b"\n", start) + 1
         if end == 0:
-            if len(buf) <= self.max_raw_line:
-                self._rest = buf
+            if len(data) - start <= self.max_raw_line:
+                self._rest = data[start:]
                 return
             self.cut_lines += 1  # bounded memory: a "line" that never ends is cut
-            buf, end = buf + b"\n", len(buf) + 1
-        self._rest = buf[end:]
-        data = buf[:end] if end < len(buf) else buf
-        (self._block if self.matcher.complete else self._scan_lines)(data, now)
+            data, start, end = data[start:] + b"\n", 0, len(data) - start + 1
+        self._rest = data[end:]
+        if end > start:
+            self._lines(data, start, end, now)
 
     def finish(self, now: float) -> None:
         if self._rest:  # the last line had no newline
             rest, self._rest = self._rest + b"\n", b""
-            (self._block if self.matcher.complete else self._scan_lines)(rest, now)
+            self._lines(rest, 0, len(rest), now)
         self.assembler.finish(now)
+
+    def _lines(self, data: bytes, start: int, end: int, now: float) -> None:
+        """The whole lines data[start:end] (it ends with a newline)."""
+        if self.matcher.complete:
+            self._block(data, start, end, now)
+        else:
+            self._scan_lines(data, start, end, now)
 
     # Hyperscan: one search over the block says where every literal stands
 
-    def _block(self, data: bytes, now: float) -> None:
-        """Whole lines of `data` (it ends with a newline)."""
+    def _hits(self, data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+        """The matcher's hits in data[start:end]: it searches the whole buffer, the bytes around
+        are the ends of lines read with the chunk before or after."""
         hits = self.matcher.hits(data)
-        if self.decoder.plain_chunk(data, self.matcher.any_marker):
-            self._plain_block(data, hits, now)
+        if start or end < len(data):
+            hits = hits[bisect.bisect_left(hits, (start, -1)):bisect.bisect_left(hits, (end, -1))]
+        return hits
+
+    def _block(self, data: bytes, start: int, end: int, now: float) -> None:
+        hits = self._hits(data, start, end)
+        if self.decoder.plain_chunk(data, self.matcher.any_marker, start):
+            self._plain_block(data, start, end, hits, now)
             return
         forms = self.forms
-        pos = i = 0
+        pos, i = start, 0
         while i < len(hits):
-            start, end, ids, i = self._line_at(data, hits, i, pos)
-            if start > pos:
-                self._quiet(data, pos, start, now)
-            pos = end + 1
+            line, line_end, ids, i = self._line_at(data, hits, i, pos)
+            if line > pos:
+                self._quiet(data, pos, line, now)
+            pos = line_end + 1
             if not (self.decode_all or any(forms[f].stop for f in ids)):  # a context line alone
                 self.lines += 1
-                if not self._unread(data[start:end], ids):
-                    self._defer(data[start:end], ids, self.lines, now)
+                if not self._unread(data[line:line_end], ids):
+                    self._defer(data[line:line_end], ids, self.lines, now)
                 continue
-            self._route(data[start:end], ids, now)
-        self._quiet(data, pos, len(data), now)
+            self._route(data[line:line_end], ids, now)
+        self._quiet(data, pos, end, now)
         for key in list(self._later):
             self._flush(key)
 
-    def _plain_block(self, data: bytes, hits: list[tuple[int, int]], now: float) -> None:
+    def _plain_block(self, data: bytes, start: int, end: int, hits: list[tuple[int, int]], now: float) -> None:
         """One stream: from one line that must be routed (a trigger, a run start, a split line)
         to the next, only the newest line matching each context check matters. Those runs of
         context lines wait (_pending) and are settled together, from the end, when a line that
@@ -122,12 +146,12 @@ class Scanner:
         is routed in order."""
         is_stop = self._is_stop
         stops = [k for k, (_, form) in enumerate(hits) if is_stop[form]]
-        pos = i = s = 0
+        pos, i, s = start, 0, 0
         while True:
             if not (self.decode_all or self.assembler.busy):
                 while s < len(stops) and stops[s] < i:
                     s += 1
-                stop = data.rfind(b"\n", pos, hits[stops[s]][0]) + 1 or pos if s < len(stops) else len(data)
+                stop = data.rfind(b"\n", pos, hits[stops[s]][0]) + 1 or pos if s < len(stops) else end
                 k = bisect.bisect_left(hits, (stop, -1), i)
                 if k > i:
                     self._pending.append((i, k, pos, self.lines))
@@ -135,19 +159,19 @@ class Scanner:
                 pos, i = stop, k
             if i >= len(hits):
                 break
-            start, end, ids, i = self._line_at(data, hits, i, pos)
-            if start > pos:
-                self._quiet(data, pos, start, now)
-            pos = end + 1
+            line, line_end, ids, i = self._line_at(data, hits, i, pos)
+            if line > pos:
+                self._quiet(data, pos, line, now)
+            pos = line_end + 1
             hint = self.prefilter.hint(ids)
             quiet_run_start = hint.run_start and not hint.trigger and not self.assembler.busy
             if self._pending and not (quiet_run_start and not any(self.forms[f].partial for f in ids)):
                 self._settle(data, hits)
-            self._route(data[start:end], ids, now)
+            self._route(data[line:line_end], ids, now)
             if quiet_run_start:  # the waiting runs' run_line matches are forgotten from here on
                 self._run_cut = len(self._pending)
         self._settle(data, hits)
-        self._quiet(data, pos, len(data), now)
+        self._quiet(data, pos, end, now)
 
     @staticmethod
     def _line_at(data: bytes, hits: list[tuple[int, int]], i: int, pos: int) -> tuple[int, int, list[int], int]:
@@ -354,21 +378,21 @@ class Scanner:
 
     # The standard library's `re` fallback: every line holding a literal is routed, its text searched
 
-    def _scan_lines(self, data: bytes, now: float) -> None:
-        hits = self.matcher.hits(data)
-        pos = i = 0
+    def _scan_lines(self, data: bytes, start: int, end: int, now: float) -> None:
+        hits = self._hits(data, start, end)
+        pos, i = start, 0
         while i < len(hits):
             at = hits[i][0]
-            start = data.rfind(b"\n", pos, at) + 1 or pos
-            end = data.find(b"\n", at)
-            while i < len(hits) and hits[i][0] < end:
+            line = data.rfind(b"\n", pos, at) + 1 or pos
+            line_end = data.find(b"\n", at)
+            while i < len(hits) and hits[i][0] < line_end:
                 i += 1
-            self._between(data, pos, start, now)
+            self._between(data, pos, line, now)
             self.lines += 1
-            for record in self.decoder.decode(data[start:end]):
+            for record in self.decoder.decode(data[line:line_end]):
                 self.assembler.add(record, self.lines, None, now)
-            pos = end + 1
-        self._between(data, pos, len(data), now)
+            pos = line_end + 1
+        self._between(data, pos, end, now)
 
     def _between(self, data: bytes, pos: int, stop: int, now: float) -> None:
         while pos < stop:
