@@ -129,6 +129,8 @@ class Decoder:
         self._explicit_keys = self.key_fields is not None
         self._plans: dict[tuple, _Plan | None] = {}  # a record's top-level keys -> where its fields are
         self._loads = _UNRESOLVED if self.format not in ("plain", "cri") else None
+        self._msgspec = None  # the msgspec module when it is the parser: shapes get a _Typed reader
+        self._typed: _Typed | None = None  # the reader of the shape of the last record read
 
     def plain_chunk(self, data: bytes, any_marker=None, start: int = 0) -> bool:
         """Every line of data[start:] is a plain log line (so every one is in the stream ()).
@@ -152,8 +154,20 @@ class Decoder:
     def decode(self, raw: bytes) -> list[Record]:
         if raw[:2] == b'{"' and self._loads is not None:
             if self._loads is _UNRESOLVED:
-                self._loads = fast_parser()[1]
+                name, self._loads = fast_parser()
+                if name == "msgspec":
+                    import msgspec
+
+                    self._msgspec = msgspec
                 return self.decode(raw)
+            if self._typed is not None:  # a record of the last one's shape, read straight into its fields
+                record = self._typed.read(raw, self.format)
+                if record is not _OTHER_SHAPE:
+                    if record is None:
+                        self.stats["no_message"] += 1
+                        return []
+                    self.stats["records"] += 1
+                    return [record]
             try:  # the common case, parsed from the bytes; anything unusual takes the path below
                 value = self._loads(raw)
             except ValueError:
@@ -188,6 +202,8 @@ class Decoder:
         if type(value) is dict:
             plan = self._plan(value)
             if plan is not None and plan.single:  # one record, its fields found where the last one's were
+                if self._msgspec is not None:
+                    self._typed = plan.typed(self._msgspec)
                 decoded = plan.read(value, self.format)
                 if decoded is None:
                     self.stats["no_message"] += 1
@@ -278,10 +294,13 @@ class _Plan:
         self.time = paths(fields.time)
         self.keys = tuple(p for p in (paths(names) for names in fields.keys) if p)
         self.docker = "log" in present and present <= _DOCKER_KEYS
+        self.shape = shape
+        self._typed: _Typed | None | object = _UNRESOLVED
         # _expand yields such a value as the one record it is
         self.single = not (present & _BATCH_KEYS) and len(shape) != 1
 
-    def read(self, obj: dict, format: str) -> Record | None:
+    def read(self, obj: dict, format: str, key: Key | None = None) -> Record | None:
+        """The record in `obj`; `key`: its stream's, when the caller read it already."""
         text = when = None
         for _, first, rest in self.message:
             text = obj.get(first)
@@ -291,17 +310,21 @@ class _Plan:
                 break
         else:
             return None
-        partial = False
-        if text.endswith("\n"):
-            text = text[:-1]
-        elif self.docker and format in ("auto", "json", "docker"):
-            partial = True  # Docker json-file: a line longer than 16 KiB, continued in the next record
         for _, first, rest in self.time:
             when = obj.get(first)
             for part in rest:
                 when = when.get(part) if isinstance(when, dict) else None
             if when is not None:
                 break
+        return self.made(text, when, self.key(obj) if key is None else key, format)
+
+    def made(self, text: str, when, key: Key, format: str) -> Record:
+        if text.endswith("\n"):
+            return Record(key, text[:-1], when, False)
+        # Docker json-file: a line longer than 16 KiB, continued in the next record
+        return Record(key, text, when, self.docker and format in ("auto", "json", "docker"))
+
+    def key(self, obj: dict) -> Key:
         pairs = []
         for paths in self.keys:
             for name, first, rest in paths:
@@ -311,7 +334,73 @@ class _Plan:
                 if value is not None and not isinstance(value, (dict, list)):
                     pairs.append((name, str(value)))
                     break
-        return Record(tuple(pairs), text, when, partial)
+        return tuple(pairs)
+
+    def typed(self, msgspec) -> _Typed | None:
+        """The shape's msgspec reader (made on first use), or None where it cannot have one."""
+        if self._typed is _UNRESOLVED:
+            self._typed = _Typed(self, msgspec)
+            if not self._typed.usable:
+                self._typed = None
+        return self._typed
+
+
+_OTHER_SHAPE = object()  # _Typed.read: not a record of its shape (or a value only the general path reads)
+
+
+class _Typed:
+    """Records of one shape decoded by msgspec straight into their fields, as _Plan.read reads
+    them from the parsed dict: the text and time fields parsed; the fields the stream key comes
+    from kept as their raw JSON text, parsed once per distinct text (a pod writes the same
+    `kubernetes` object on every line); every other field skipped, validated but not built.
+    A record with a field more or less (forbid_unknown_fields, no defaults), or a value msgspec
+    refuses, is _OTHER_SHAPE: the general path reads it. ~0.7 us a record against ~3."""
+
+    MAX_KEYS = 4096  # distinct key texts remembered; then forgotten all at once
+
+    def __init__(self, plan: _Plan, msgspec):
+        from typing import Any
+
+        self.plan = plan
+        valued = {first for _, first, _ in plan.message + plan.time}
+        keyed = {first for paths in plan.keys for _, first, _ in paths}
+        self.usable = not (valued & keyed)
+        attrs = {name: f"f{i}" for i, name in enumerate(plan.shape)}  # JSON names need not be identifiers
+        shape = msgspec.defstruct("Shape", [(attrs[n], Any if n in valued else msgspec.Raw) for n in plan.shape],
+                                  forbid_unknown_fields=True, rename={a: n for n, a in attrs.items()})
+        self._decode = msgspec.json.Decoder(shape).decode
+        self._errors = (msgspec.ValidationError, msgspec.DecodeError)
+        self._parse = msgspec.json.Decoder().decode
+        self._valued = tuple((n, attrs[n]) for n in plan.shape if n in valued)
+        self._keyed = tuple((n, attrs[n]) for n in plan.shape if n in keyed)
+        self._keys: dict[tuple[bytes, ...], Key] = {}
+        # the usual shape: the text in one top-level field, the time in at most one
+        simple = len(plan.message) == 1 and len(plan.time) <= 1 and not any(r for _, _, r in plan.message + plan.time)
+        self._text = attrs[plan.message[0][1]] if simple else None
+        self._time = attrs[plan.time[0][1]] if simple and plan.time else None
+
+    def read(self, raw: bytes, format: str):
+        try:
+            fields = self._decode(raw)
+        except self._errors:
+            return _OTHER_SHAPE
+        texts = tuple(bytes(getattr(fields, attr)) for _, attr in self._keyed)
+        key = self._keys.get(texts)
+        if key is None:
+            try:
+                parts = {name: self._parse(text) for (name, _), text in zip(self._keyed, texts)}
+            except self._errors:
+                return _OTHER_SHAPE
+            key = self.plan.key(parts)
+            if len(self._keys) >= self.MAX_KEYS:
+                self._keys.clear()
+            self._keys[texts] = key
+        if self._text is None:
+            return self.plan.read({name: getattr(fields, attr) for name, attr in self._valued}, format, key)
+        text = getattr(fields, self._text)
+        if not isinstance(text, str):
+            return None
+        return self.plan.made(text, None if self._time is None else getattr(fields, self._time), key, format)
 
 
 def _expand(value):
