@@ -96,6 +96,8 @@ class Hint:
     trigger: bool
     checks: frozenset[int]
     run_start: bool = False
+    partial: bool = False  # a form on the line may be the head of a split line
+    stop: bool = False  # the scanner must look at the line by itself, in order (Form.stop)
 
 
 NO_HIT = Hint(False, frozenset())
@@ -178,7 +180,7 @@ class Prefilter:
         if hint is None:  # the same few combinations recur on every chatter line
             forms = [self.forms[i] for i in form_ids]
             hint = Hint(any(f.trigger for f in forms), frozenset().union(*(f.checks for f in forms)),
-                        any(f.run_start for f in forms))
+                        any(f.run_start for f in forms), any(f.partial for f in forms), any(f.stop for f in forms))
             if len(self._hints) < 4096:
                 self._hints[key] = hint
         return hint

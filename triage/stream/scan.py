@@ -120,19 +120,21 @@ class Scanner:
         if self.decoder.plain_chunk(data, self.matcher.any_marker, start):
             self._plain_block(data, start, end, hits, now)
             return
-        forms = self.forms
+        hint_of = self.prefilter.hint
         pos, i = start, 0
         while i < len(hits):
             line, line_end, ids, i = self._line_at(data, hits, i, pos)
             if line > pos:
                 self._quiet(data, pos, line, now)
             pos = line_end + 1
-            if not (self.decode_all or any(forms[f].stop for f in ids)):  # a context line alone
+            hint = hint_of(ids)
+            if not (hint.stop or self.decode_all):  # a context line alone
                 self.lines += 1
-                if not self._unread(data[line:line_end], ids):
-                    self._defer(data[line:line_end], ids, self.lines, now)
+                raw = data[line:line_end]
+                if not self._unread(raw, hint.checks):
+                    self._defer(raw, hint, self.lines, now)
                 continue
-            self._route(data[line:line_end], ids, now)
+            self._route(data[line:line_end], hint, now)
         self._quiet(data, pos, end, now)
         for key in list(self._later):
             self._flush(key)
@@ -165,9 +167,9 @@ class Scanner:
             pos = line_end + 1
             hint = self.prefilter.hint(ids)
             quiet_run_start = hint.run_start and not hint.trigger and not self.assembler.busy
-            if self._pending and not (quiet_run_start and not any(self.forms[f].partial for f in ids)):
+            if self._pending and not (quiet_run_start and not hint.partial):
                 self._settle(data, hits)
-            self._route(data[line:line_end], ids, now)
+            self._route(data[line:line_end], hint, now)
             if quiet_run_start:  # the waiting runs' run_line matches are forgotten from here on
                 self._run_cut = len(self._pending)
         self._settle(data, hits)
@@ -194,14 +196,14 @@ class Scanner:
                 return
             if self.decode_all or a.every_line:
                 end = data.find(b"\n", pos, stop)
-                self._route(data[pos:end], (), now)
+                self._route(data[pos:end], NO_HIT, now)
                 pos = end + 1
                 continue
             starts = self._owned(data, pos, stop, [w.literal for w in a.open.values()])
             for start in starts:
                 self.lines += data.count(b"\n", pos, start)
                 end = data.find(b"\n", start, stop)
-                self._route(data[start:end], (), now)
+                self._route(data[start:end], NO_HIT, now)
                 pos = end + 1
                 if a.every_line:  # a split line began: from here on every line is read
                     break
@@ -276,33 +278,31 @@ class Scanner:
             self._ascii_block = (data, data.isascii() and b"\x1b" not in data)
         return self._ascii_block[1]
 
-    def _unread(self, raw: bytes, ids: list[int]) -> bool:
+    def _unread(self, raw: bytes, checks: frozenset[int]) -> bool:
         """A JSON context line that can change nothing: no open incident's stream may own it,
         and its bytes show that none of its checks matches (prefilter.none_in_record)."""
+        tried = self._unread_tried.get(checks)  # [tries, lines skipped]
+        if tried is None:
+            tried = self._unread_tried[checks] = [0, 0]
+        elif tried[0] >= 256 and tried[1] * 16 < tried[0]:
+            return False  # lines with these checks nearly always match one (DeepSpeed's step line): just read them
         a = self.assembler
         if a.busy and (a.every_line or any(w.literal in raw for w in a.open.values())):
             return False
         if self._partials and b'\\n"' not in raw:
             return False  # it may be the head of a Docker record split at 16 KiB: read it
-        checks = self.prefilter.hint(ids).checks
-        tried = self._unread_tried.setdefault(checks, [0, 0])  # [tries, lines skipped]
-        if tried[0] >= 256 and tried[1] * 16 < tried[0]:
-            return False  # lines with these checks nearly always match one (DeepSpeed's step line): just read them
         tried[0] += 1
         if self.prefilter.none_in_record(checks, raw):
             tried[1] += 1
             return True
         return False
 
-    def _route(self, raw: bytes, forms, now: float, no: int = 0) -> None:
-        """Decode one line and route its records, with what its literals say. `no`: the line's
-        number when it was counted already."""
-        hint: Hint = self.prefilter.hint(forms) if forms else NO_HIT
-        if not no:
-            self.lines += 1
-            no = self.lines
+    def _route(self, raw: bytes, hint: Hint, now: float) -> None:
+        """Decode one line and route its records, with what its literals say (NO_HIT: none)."""
+        self.lines += 1
+        no = self.lines
         self._raw = raw
-        quiet_run_start = hint.run_start and not hint.trigger and not any(self.forms[f].partial for f in forms)
+        quiet_run_start = hint.run_start and not hint.trigger and not hint.partial
         for record in self.decoder.decode(raw):
             if self._later:
                 if quiet_run_start and not record.partial and not self.assembler.owns(record.key):
@@ -314,11 +314,10 @@ class Scanner:
                     self._flush(record.key)
             self.assembler.add(record, no, hint, now)
 
-    def _defer(self, raw: bytes, forms, no: int, now: float) -> None:
+    def _defer(self, raw: bytes, hint: Hint, no: int, now: float) -> None:
         """A JSON context line: its records wait, per stream, until a line of their stream is
         routed or the block ends; then only the newest that matches each check is remembered
         (_flush). Records of a stream with an open incident or a split line go in at once."""
-        hint = self.prefilter.hint(forms)
         self._raw = raw
         for record in self.decoder.decode(raw):
             if record.partial or self.assembler.owns(record.key):
