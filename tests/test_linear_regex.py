@@ -22,7 +22,7 @@ import triage
 from tests.conftest import CORPUS, ROOT
 from tests.hostile.logs import hostile_log
 from triage.kb import pump
-from triage.kb.regex import RE2Pattern, ascii_searcher, compile_pattern, to_re2
+from triage.kb.regex import RE2Pattern, Regex, ascii_searcher, compile_pattern, to_re2
 from triage.kb.source import load_source
 from triage.kb.validate import REGEX_FIELDS, regex_fields
 
@@ -287,6 +287,8 @@ def test_a_line_searched_in_its_buffer_is_read_as_a_text_of_its_own(pattern):
     data = b"zz\nxxabc\nyy\n"
     for start, end in ((3, 8), (0, 2), (9, 11), (3, 11), (0, len(data))):
         assert found(data, start, end) == (re.search(pattern, data[start:end].decode()) is not None), (start, end)
+    for text in ("xxabc", "é xxabc", "xxab", "yy\nxxabc"):  # found(): search without the span, on str
+        assert Regex(pattern).found(text) == (re.search(pattern, text) is not None), text
 
 
 def test_re2_and_re_find_the_same_matches_in_the_corpus(rules):

@@ -328,6 +328,11 @@ class RE2Pattern:
     def search(self, text: str, pos: int = 0) -> Span | None:
         return self._run(self._anchors[0], text, pos)
 
+    def found(self, text: str) -> bool:
+        """search(text) is not None, without making the span."""
+        data, _ = _utf8(text)
+        return self._program.Match(self._anchors[0], data, 0, len(data))[0][0] >= 0
+
     def in_ascii(self, data: bytes, start: int, end: int) -> bool:
         """Whether it matches data[start:end], ASCII bytes, read as a text of its own (`^`, `$`,
         `\\b` at its ends), without decoding it: on ASCII, byte offsets are character offsets."""
@@ -384,6 +389,13 @@ class Regex:
     def search(self, text: str, pos: int = 0, present: dict[str, bool] | None = None):
         """`present`: a memo of which literals `text` holds, kept by the caller for that one text."""
         return None if self._absent(text, present) else self.compiled().search(text, pos)
+
+    def found(self, text: str) -> bool:
+        """Whether it matches somewhere in `text` (search, without the match)."""
+        if self._absent(text):
+            return False
+        compiled = self.compiled()
+        return compiled.found(text) if type(compiled) is RE2Pattern else compiled.search(text) is not None
 
     def match(self, text: str):
         return None if self._absent(text) else self.compiled().match(text)

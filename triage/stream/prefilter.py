@@ -214,11 +214,11 @@ class Prefilter:
         if not candidates:
             return []
         text = _rule_text(text)
-        return sorted(i for i in candidates if self.context[i].regex.search(text))
+        return sorted(i for i in candidates if self.context[i].regex.found(text))
 
     def check_matches(self, check: int, raw: str) -> bool:
         """Does context check `check` match this raw line, read as classify reads it?"""
-        return self._may_match(check, raw) and self.context[check].regex.search(_rule_text(raw)) is not None
+        return self._may_match(check, raw) and self.context[check].regex.found(_rule_text(raw))
 
     def none_in_record(self, checks: frozenset[int], raw: bytes) -> bool:
         """True when no record of this raw JSON line can match any of `checks`: every string in
@@ -232,7 +232,7 @@ class Prefilter:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             return False
-        return not any(self.context[c].regex.search(text) for c in checks)
+        return not any(self.context[c].regex.found(text) for c in checks)
 
     def may_match_ascii(self, check: int, data: bytes, start: int, end: int) -> bool:
         """False when the line data[start:end], which the caller knows to be ASCII without an
@@ -243,7 +243,7 @@ class Prefilter:
     def _may_match(self, check: int, raw: str) -> bool:
         """False when the raw line alone shows the check cannot match (cutting its prefixes
         costs more than the search)."""
-        return not self._raw_first[check] or "\x1b" in raw or self.context[check].regex.search(raw) is not None
+        return not self._raw_first[check] or "\x1b" in raw or self.context[check].regex.found(raw)
 
     def grep_pattern(self) -> str:
         """The same literals as one POSIX extended regex, for `grep -E` side by side."""

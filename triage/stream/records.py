@@ -384,7 +384,11 @@ class _Typed:
             fields = self._decode(raw)
         except self._errors:
             return _OTHER_SHAPE
-        texts = tuple(bytes(getattr(fields, attr)) for _, attr in self._keyed)
+        keyed = self._keyed
+        if len(keyed) == 1:  # Fluent Bit's, Vector's: one `kubernetes` object
+            texts = (bytes(getattr(fields, keyed[0][1])),)
+        else:
+            texts = tuple(bytes(getattr(fields, attr)) for _, attr in keyed)
         key = self._keys.get(texts)
         if key is None:
             try:
