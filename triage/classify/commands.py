@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-import string
 
 # Unknown facts stay shell variables the user can export before pasting.
 PLACEHOLDERS = {"ckpt": '"$CKPT"', "tag": '"$TAG"', "config": '"$DS_CONFIG"'}
@@ -15,7 +14,7 @@ def render(template: str, facts: dict[str, str | None]) -> str:
         name: shlex.quote(facts[name]) if facts.get(name) else placeholder
         for name, placeholder in PLACEHOLDERS.items()
     }
-    return string.Formatter().vformat(template, (), values)
+    return template.format_map(values)  # str.format's syntax; string.Formatter costs an import
 
 
 def guess_checkpoint(paths: list[str]) -> dict[str, str | None]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 
 from triage import __version__
 from triage.cli.exit_codes import help_epilog
-from triage.cli.output import ParagraphFormatter, add_common_options
+from triage.cli.output import Parser, add_common_options
 from triage.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TriageError
 
 SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve",
@@ -18,7 +19,7 @@ SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repai
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or with `only` that one subcommand's: each subcommand module
     imports what its options need, and a run of one command need not pay for all fourteen."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ds-triage",
         description="Diagnose DeepSpeed checkpoint-loading failures. Exit codes: each subcommand's --help.",
     )
@@ -29,7 +30,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         module.register(subparsers)
     for name, sub in subparsers.choices.items():
         add_common_options(sub)
-        sub.formatter_class = ParagraphFormatter
         sub.epilog = "\n\n".join(filter(None, [sub.epilog, help_epilog(name)]))
     return parser
 
@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         from triage import progress
 
         progress.configure(args.progress, args.quiet)
+    # What exists now (modules, the parser) lives until exit: the collector need not walk it
+    # again on each full collection (~4 ms of a cold classify).
+    gc.freeze()
     try:
         return args.run(args)
     except TriageError as exc:

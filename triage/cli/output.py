@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import textwrap
 from typing import Callable
 
 COLOR_CHOICES = ("auto", "always", "never")
@@ -19,13 +19,41 @@ class ParagraphFormatter(argparse.HelpFormatter):
     """Description and epilog wrapped paragraph by paragraph; a paragraph with indented lines
     (a list of actions) is kept as written."""
 
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        # argparse imports shutil for the width, ~2 ms of every start (each add_argument makes a
+        # formatter): the same answer as shutil.get_terminal_size, from os
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
     def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap  # only when help is shown
+
         def fill(para: str) -> str:  # URLs and option names are never broken at a hyphen
             return textwrap.fill(" ".join(para.split()), width, initial_indent=indent, subsequent_indent=indent,
                                  break_on_hyphens=False, break_long_words=False)
 
         return "\n\n".join(para if "\n  " in para or para.startswith("  ") else fill(para)
                            for para in text.split("\n\n"))
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose help, and its subcommands' (add_subparsers makes them of its own
+    class), ParagraphFormatter lays out."""
+
+    def __init__(self, *args, formatter_class=ParagraphFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
+def _columns() -> int:
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def add_common_options(parser) -> None:

@@ -9,7 +9,6 @@ them, for exactly these bytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
 import os
@@ -22,6 +21,11 @@ from triage.errors import BadRules
 from triage.kb import regex
 from triage.kb.model import Rule, compile_rule
 from triage.record import Record
+
+try:  # BLAKE2 from its own module: hashlib's import loads OpenSSL first, ~2.5 ms of every start
+    from _blake2 import blake2b
+except ImportError:  # a Python that builds it otherwise
+    from hashlib import blake2b
 
 if TYPE_CHECKING:
     from triage.kb.messages import MessageIndex
@@ -78,7 +82,9 @@ class RuleSet(Record):
 def rule_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         raise BadRules([f"{directory}: no rules directory. Pass --rules DIR or set DS_TRIAGE_RULES"])
-    return sorted(p for p in directory.rglob("*.yaml") if p.is_file())
+    # os.walk: half of Path.rglob's time, which a cold classify pays
+    return sorted(Path(root, name) for root, _, names in os.walk(directory) for name in names
+                  if name.endswith(".yaml") and os.path.isfile(os.path.join(root, name)))
 
 
 def load_rules(directory: str | Path | None = None, *, use_cache: bool = True, examples: bool = False,
@@ -161,11 +167,11 @@ def _shown(path: Path) -> str:
 
 
 def _digest(schema: bytes, contents: dict[Path, bytes], directory: Path) -> str:
-    digest = hashlib.sha256(f"{__version__} {regex.PLAN_VERSION}".encode())
+    digest = blake2b(f"{__version__} {regex.PLAN_VERSION}".encode(), digest_size=16)
     digest.update(schema)
     for path, raw in contents.items():
         digest.update(str(path.relative_to(directory)).encode() + b"\0")
-        digest.update(hashlib.sha256(raw).digest())
+        digest.update(blake2b(raw, digest_size=16).digest())
     return digest.hexdigest()[:24]
 
 
