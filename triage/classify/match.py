@@ -13,6 +13,7 @@ from itertools import accumulate
 from typing import Callable
 
 from triage.logs.incident import Incident, RaisedException
+from triage.classify.ceiling import ceiling
 from triage.kb.literal_scan import presence
 from triage.kb.model import Conditions, Rule
 from triage.kb.regex import known_literals
@@ -233,17 +234,19 @@ def boosted(best: Hypothesis, view: LogView) -> Hypothesis:
 def _phrase_hits(rule: Rule, view: LogView):
     if not rule.phrases:
         return
-    from rapidfuzz import fuzz, process  # C extension; imported only when a rule has phrases
-
     candidates = view.fuzzy_candidates()
-    if not candidates:
-        return
-    texts = [text for _, text in candidates]
     for phrase in rule.phrases:
-        found = process.extractOne(phrase.text, texts, scorer=fuzz.partial_ratio, score_cutoff=phrase.min_similarity)
+        # only the lines that may reach the cutoff (the best of them is the best of all that do)
+        near = [line for line in candidates if ceiling(phrase.text, line[1]) >= phrase.min_similarity]
+        if not near:
+            continue
+        from rapidfuzz import fuzz, process  # C extension; imported only when a line may match a phrase
+
+        found = process.extractOne(phrase.text, [text for _, text in near], scorer=fuzz.partial_ratio,
+                                   score_cutoff=phrase.min_similarity)
         if found:
             _, similarity, index = found
-            yield phrase, similarity, candidates[index][0], candidates[index][1]
+            yield phrase, similarity, near[index][0], near[index][1]
 
 
 def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
