@@ -1,32 +1,29 @@
 """The prefilter's cheap answers from raw bytes never contradict the rule regexes."""
 
-import json
-
 import pytest
 
 from tests import stream_envelopes as env
-from triage.stream.literals import looks_around, looks_behind
+from triage.stream.literals import looks_behind
 from triage.stream.prefilter import Prefilter, _rule_text
 
 
-@pytest.mark.parametrize("pattern, behind, around", [
-    (r"Begin Load checkpoint from", False, False),
-    (r"step=\d+, skipped=\d+", False, False),
-    (r"^\s*assert len", True, True),
-    (r"\bmp_rank_\d+_model_states\.pt", True, True),
-    (r"(?<=x)y", True, True),
-    (r"in _create_param_mapping$", False, True),
-    (r"Unsupported operand (?!118\b)\d+", True, True),  # any \b counts: cautious
-    (r"a(?:b|(?:c|^d))", True, True),
+@pytest.mark.parametrize("pattern, behind", [
+    (r"Begin Load checkpoint from", False),
+    (r"step=\d+, skipped=\d+", False),
+    (r"^\s*assert len", True),
+    (r"\bmp_rank_\d+_model_states\.pt", True),
+    (r"(?<=x)y", True),
+    (r"in _create_param_mapping$", False),
+    (r"Unsupported operand (?!118\b)\d+", True),  # any \b counts: cautious
+    (r"a(?:b|(?:c|^d))", True),
 ])
-def test_what_a_regex_looks_at_around_its_match(pattern, behind, around):
+def test_what_a_regex_looks_at_before_its_match(pattern, behind):
     assert looks_behind(pattern) is behind
-    assert looks_around(pattern) is around
 
 
 def test_raw_answers_agree_with_the_rule_regexes_on_corpus_lines(rules):
-    """Every context check on every line of some real logs, plain and as Fluent Bit records:
-    a raw 'no' is never a line the check matches once its prefixes are cut."""
+    """Every context check on every line of some real logs: a raw 'no' (from the text, or from
+    its undecoded ASCII bytes) is never a line the check matches once its prefixes are cut."""
     prefilter = Prefilter(rules.rules)
     lines = env.case_lines("zero3-saved-stage2-load-dp2") + env.clean_lines("train-long-z2-dp2-fp32")
     lines += env.case_lines("pp2-saved-load-pp1")
@@ -38,10 +35,8 @@ def test_raw_answers_agree_with_the_rule_regexes_on_corpus_lines(rules):
         assert {i for i in everything if prefilter.check_matches(i, line)} == truth
         raw = line.encode()
         if raw.isascii() and b"\x1b" not in raw:
-            assert truth <= {i for i in everything if prefilter.may_match_ascii(i, b"x\n" + raw + b"\n", 2, 2 + len(raw))}
-        record = json.dumps({"log": line + "\n", "kubernetes": {"pod_name": "p"}}).encode()
-        for i in everything:
-            if prefilter.none_in_record(frozenset({i}), record):
-                said_no += 1
-                assert i not in truth, (line, prefilter.context[i].regex.pattern)
+            may = {i for i in everything if prefilter.may_match_ascii(i, b"x\n" + raw + b"\n", 2, 2 + len(raw))}
+            assert truth <= may
+            said_no += len(everything - may)
     assert said_no > 1000
+

@@ -38,40 +38,33 @@ def looks_behind(pattern: str, flags: int = 0) -> bool:
     """Whether a match may depend on what stands before it (`^`, `\\b`, `\\B`, a lookbehind).
     A regex that does not look behind and finds nothing in a text finds nothing in any of its
     suffixes either: in a raw line, nothing in that line with its prefixes cut."""
-    return _looks(list(_parser.parse(pattern, flags)), ahead=False)
-
-
-def looks_around(pattern: str, flags: int = 0) -> bool:
-    """Whether a match may depend on what stands before or after it (anchors, `\\b`, `\\B`,
-    lookarounds). One that does not finds nothing in any piece of a text it finds nothing in:
-    in a JSON record's raw line, nothing in a message that stands in it unescaped."""
-    return _looks(list(_parser.parse(pattern, flags)), ahead=True)
+    return _looks(list(_parser.parse(pattern, flags)))
 
 
 _BEHIND = {_op.AT_BEGINNING, _op.AT_BEGINNING_STRING, _op.AT_BOUNDARY, _op.AT_NON_BOUNDARY}
 
 
-def _looks(items, ahead: bool) -> bool:
+def _looks(items) -> bool:
     for op, av in items:
-        if op is _op.AT and (ahead or av in _BEHIND):
+        if op is _op.AT and av in _BEHIND:
             return True
         if op in (_op.ASSERT, _op.ASSERT_NOT):
-            if ahead or av[0] < 0 or _looks(list(av[1]), ahead):
+            if av[0] < 0 or _looks(list(av[1])):  # a lookbehind, or a lookahead holding one
                 return True
         elif op is _op.SUBPATTERN:
-            if _looks(list(av[-1]), ahead):
+            if _looks(list(av[-1])):
                 return True
         elif op is _op.BRANCH:
-            if any(_looks(list(b), ahead) for b in av[1]):
+            if any(_looks(list(b)) for b in av[1]):
                 return True
         elif op in (_op.MAX_REPEAT, _op.MIN_REPEAT) or op.name == "POSSESSIVE_REPEAT":
-            if _looks(list(av[2]), ahead):
+            if _looks(list(av[2])):
                 return True
         elif op.name == "ATOMIC_GROUP":
-            if _looks(list(av), ahead):
+            if _looks(list(av)):
                 return True
         elif op is _op.GROUPREF_EXISTS:
-            if any(_looks(list(b), ahead) for b in av[1:] if b is not None):
+            if any(_looks(list(b)) for b in av[1:] if b is not None):
                 return True
     return False
 

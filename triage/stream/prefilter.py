@@ -29,7 +29,7 @@ from triage.kb.model import Conditions, Regex, Rule
 from triage.kb.regex import ascii_searcher
 from triage.logs.normalize import ANSI, strip_prefixes
 from triage.logs.runs import RUN_START_TEXTS
-from triage.stream.literals import encodings, looks_around, looks_behind, required
+from triage.stream.literals import encodings, looks_behind, required
 from triage.stream.records import CRI_MARKERS, NOT_PLAIN_START, PARTIAL_MARKERS
 
 try:
@@ -61,11 +61,6 @@ class ContextCheck:
     def raw_first(self) -> bool:
         """A raw line it does not match cannot match once its prefixes are cut (a cheap no)."""
         return not looks_behind(self.regex.pattern, self.regex.flags)
-
-    @property
-    def anywhere(self) -> bool:
-        """It matches a piece of text whatever stands around it (no anchor, boundary, lookaround)."""
-        return not looks_around(self.regex.pattern, self.regex.flags)
 
     @property
     def search(self):
@@ -157,7 +152,6 @@ class Prefilter:
         self._checks_of = {_fold(lit): self._implied(lit) for lit in context_literals}
         self._raw_first = [check.raw_first for check in self.context]
         self.run_scoped = frozenset(i for i, check in enumerate(self.context) if check.run_scoped)
-        self._anywhere = [check.anywhere for check in self.context]
         # The same tests on ASCII bytes, without decoding them (on ASCII, bytes and str regexes agree)
         self._ascii = [ascii_searcher(check.regex.pattern, check.regex.flags) if check.raw_first else None
                        for check in self.context]
@@ -219,20 +213,6 @@ class Prefilter:
     def check_matches(self, check: int, raw: str) -> bool:
         """Does context check `check` match this raw line, read as classify reads it?"""
         return self._may_match(check, raw) and self.context[check].regex.found(_rule_text(raw))
-
-    def none_in_record(self, checks: frozenset[int], raw: bytes) -> bool:
-        """True when no record of this raw JSON line can match any of `checks`: every string in
-        it stands unescaped (its only escapes are the newlines ending strings) and no check
-        matches anywhere in the line. False when that cannot be told from the bytes."""
-        if raw.count(b"\\") != raw.count(b'\\n"') or not all(self._anywhere[c] for c in checks):
-            return False
-        if raw.isascii() and all(self._ascii[c] for c in checks):
-            return not any(self._ascii[c](raw, 0, len(raw)) for c in checks)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
-        return not any(self.context[c].regex.found(text) for c in checks)
 
     def may_match_ascii(self, check: int, data: bytes, start: int, end: int) -> bool:
         """False when the line data[start:end], which the caller knows to be ASCII without an

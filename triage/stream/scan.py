@@ -65,8 +65,6 @@ class Scanner:
         self._run_cut = 0  # the waiting runs before this index came before a run start
         self._later: dict[Key, list] = {}  # stream -> its JSON context records waiting (_defer)
         self._cuts: dict[Key, int] = {}  # stream -> how many of its waiting records came before its last run start
-        self._unread_tried: dict[frozenset, list[int]] = {}
-        self._partials = decoder.format in ("auto", "json", "docker")  # records may be split lines
 
     def feed(self, data: bytes, now: float) -> None:
         """Whole lines are read where they stand in `data`: copying a 4 MB chunk to join the
@@ -130,9 +128,7 @@ class Scanner:
             hint = hint_of(ids)
             if not (hint.stop or self.decode_all):  # a context line alone
                 self.lines += 1
-                raw = data[line:line_end]
-                if not self._unread(raw, hint.checks):
-                    self._defer(raw, hint, self.lines, now)
+                self._defer(data[line:line_end], hint, self.lines, now)
                 continue
             self._route(data[line:line_end], hint, now)
         self._quiet(data, pos, end, now)
@@ -277,25 +273,6 @@ class Scanner:
         if self._ascii_block[0] is not data:
             self._ascii_block = (data, data.isascii() and b"\x1b" not in data)
         return self._ascii_block[1]
-
-    def _unread(self, raw: bytes, checks: frozenset[int]) -> bool:
-        """A JSON context line that can change nothing: no open incident's stream may own it,
-        and its bytes show that none of its checks matches (prefilter.none_in_record)."""
-        tried = self._unread_tried.get(checks)  # [tries, lines skipped]
-        if tried is None:
-            tried = self._unread_tried[checks] = [0, 0]
-        elif tried[0] >= 256 and tried[1] * 16 < tried[0]:
-            return False  # lines with these checks nearly always match one (DeepSpeed's step line): just read them
-        a = self.assembler
-        if a.busy and (a.every_line or any(w.literal in raw for w in a.open.values())):
-            return False
-        if self._partials and b'\\n"' not in raw:
-            return False  # it may be the head of a Docker record split at 16 KiB: read it
-        tried[0] += 1
-        if self.prefilter.none_in_record(checks, raw):
-            tried[1] += 1
-            return True
-        return False
 
     def _route(self, raw: bytes, hint: Hint, now: float) -> None:
         """Decode one line and route its records, with what its literals say (NO_HIT: none)."""
