@@ -397,6 +397,13 @@ class Regex:
         compiled = self.compiled()
         return compiled.found(text) if type(compiled) is RE2Pattern else compiled.search(text) is not None
 
+    def finder(self):
+        """found(text) without the literal test first: for a caller whose texts hold a literal."""
+        compiled = self.compiled()
+        if type(compiled) is RE2Pattern:
+            return compiled.found
+        return lambda text: compiled.search(text) is not None
+
     def match(self, text: str):
         return None if self._absent(text) else self.compiled().match(text)
 

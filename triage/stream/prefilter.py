@@ -156,6 +156,9 @@ class Prefilter:
         self._ascii = [ascii_searcher(check.regex.pattern, check.regex.flags) if check.raw_first else None
                        for check in self.context]
         self._hints: dict[tuple[int, ...], Hint] = {}
+        # A line is tested against a check only when it holds one of its literals: the regexes'
+        # own literal test (Regex.found) would only repeat that
+        self._finds = [check.regex.finder() for check in self.context]
 
     def _implied(self, lit: Literal) -> frozenset[int]:
         return frozenset(i for i, check in enumerate(self.context) if any(c.inside(lit) for c in check.literals))
@@ -208,11 +211,11 @@ class Prefilter:
         if not candidates:
             return []
         text = _rule_text(text)
-        return sorted(i for i in candidates if self.context[i].regex.found(text))
+        return sorted(i for i in candidates if self._finds[i](text))
 
     def check_matches(self, check: int, raw: str) -> bool:
         """Does context check `check` match this raw line, read as classify reads it?"""
-        return self._may_match(check, raw) and self.context[check].regex.found(_rule_text(raw))
+        return self._may_match(check, raw) and self._finds[check](_rule_text(raw))
 
     def may_match_ascii(self, check: int, data: bytes, start: int, end: int) -> bool:
         """False when the line data[start:end], which the caller knows to be ASCII without an
@@ -223,7 +226,7 @@ class Prefilter:
     def _may_match(self, check: int, raw: str) -> bool:
         """False when the raw line alone shows the check cannot match (cutting its prefixes
         costs more than the search)."""
-        return not self._raw_first[check] or "\x1b" in raw or self.context[check].regex.found(raw)
+        return not self._raw_first[check] or "\x1b" in raw or self._finds[check](raw)
 
     def grep_pattern(self) -> str:
         """The same literals as one POSIX extended regex, for `grep -E` side by side."""
