@@ -12,6 +12,8 @@ trigger and context literal the rules and the parser need, in each JSON escaping
 MB/s, lines/s and peak RSS (median of `--runs`), and checks that each failure log comes out
 as exactly one incident; it counts those with the category and top rule `classify` gives the
 log alone (a healthy run before it in the same stream may leave context lines rules read).
+`stream` reads a large file with a process per core (--jobs; triage/stream/split.py): the row
+"stream, 1 process" is `--jobs 1`, and its output must be the default's, byte for byte.
 Generated files are cached under /tmp/ds-triage-bench. The suite never runs this.
 """
 
@@ -118,9 +120,13 @@ def bench(envelope: str, fleet, expected, patterns: Path, args, env: dict) -> bo
                       CACHE / f"stream-base-{envelope}.jsonl", dict(env, PYTHONPATH=str(root))))
     tools.append(("ds-triage stream", [sys.executable, "-m", "triage", "stream", "--summary", *args.stream_args, str(log)],
                   CACHE / f"stream-{envelope}.jsonl", env))
+    default = tools[-1][1]
     for parser in [] if envelope == "plain" else [p for p in args.parsers.split(",") if p and p != FAST_JSON]:
-        tools.append((f"stream, {parser}", tools[-1][1], CACHE / f"stream-{parser}-{envelope}.jsonl",
+        tools.append((f"stream, {parser}", default, CACHE / f"stream-{parser}-{envelope}.jsonl",
                       dict(env, DS_TRIAGE_JSON=parser)))
+    if "--jobs" not in args.stream_args:  # the default reads a large file with a process per core
+        tools.append(("stream, 1 process", [*default[:5], "--jobs", "1", *default[5:]],
+                      CACHE / f"stream-1-process-{envelope}.jsonl", env))
     tools.append(("grep -E -c", ["grep", "-E", "-c", "-f", str(patterns), str(log)], CACHE / "grep.out", env))
     if shutil.which("rg"):
         tools.append(("rg -c", ["rg", "--no-config", "-c", "-f", str(patterns), str(log)], CACHE / "rg.out", env))
@@ -138,6 +144,10 @@ def bench(envelope: str, fleet, expected, patterns: Path, args, env: dict) -> bo
             ok = ok and found == len(expected)
             result = (f"{found} incidents / {len(expected)} failure logs, {agree} as classify alone; "
                       f"{summary.get('evicted', '?')} evicted, exit {code}")
+            if name == "stream, 1 process":
+                same = _without_seconds(out) == _without_seconds(tools[0 if not args.base else 1][2])
+                ok = ok and same
+                result += f"; {'the same output' if same else 'NOT the same output'} as with a process per core"
         else:
             result = f"{out.read_text().strip()} matching lines"
         print(f"  {name:18} {seconds:7.2f} {rates[name]:7.1f} {lines / seconds:10,.0f} {cpu:7.2f} {size / 1e6 / cpu:9.1f} "
@@ -154,6 +164,13 @@ def bench(envelope: str, fleet, expected, patterns: Path, args, env: dict) -> bo
             prefix += f"DS_TRIAGE_JSON={cmd_env['DS_TRIAGE_JSON']} " if "DS_TRIAGE_JSON" in cmd_env else ""
         print(f"    {prefix}{shlex.join(cmd)} > {out}")
     return ok
+
+
+def _without_seconds(path: Path) -> list[dict]:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in records:
+        record.pop("seconds", None)
+    return records
 
 
 def worktree(rev: str) -> Path:

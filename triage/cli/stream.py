@@ -33,6 +33,9 @@ def register(subparsers) -> None:
                         help="end with a JSON summary line on stdout (a one-line summary always goes to stderr)")
     parser.add_argument("--decode-all", action="store_true",
                         help="decode every record, not only the prefilter's candidates: exact malformed counts, slower")
+    parser.add_argument("--jobs", type=_positive(int), metavar="N", default=None,
+                        help="processes reading a file of 64 MB or more, each a share of it, with the answer one "
+                        "process gives (default: one per core this process may use; 1 reads it here alone)")
     add_progress_options(parser)
     parser.set_defaults(run=run)
 
@@ -120,7 +123,7 @@ def run(args) -> int:
     interrupted = False
     with progress.meter("stream", _size(fd)) as shown:
         try:
-            pump(fd, triage, lambda read: _counts(shown, triage, read))
+            pump(fd, triage, lambda read: _counts(shown, triage, read), jobs=args.jobs or _cores())
         except KeyboardInterrupt:  # Ctrl-C: what was read is still closed, emitted and summed up
             interrupted = True
             triage.finish(time.monotonic())
@@ -138,6 +141,13 @@ def _counts(shown, triage, read: int) -> None:
     shown.set_postfix_str(f"{triage.scanner.lines:,} lines, {triage.incidents} incidents, "
                           f"{triage.checkpoint_incidents} checkpoint-loading", refresh=False)
     shown.update(read)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _size(fd: int) -> int | None:

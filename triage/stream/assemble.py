@@ -137,6 +137,7 @@ class Assembler:
         self.open: OrderedDict[Key, Window] = OrderedDict()  # stalest trigger first
         self.partials = 0  # streams holding the first part of a split line
         self.evicted = 0
+        self.forgotten = 0  # streams dropped as the least recently seen (max_streams)
         self.held = 0  # bytes held by the open incidents
         self.now = 0.0  # the latest time seen, for lines flushed outside add()
         self._seq = 0  # orders remembered context lines that share a line number
@@ -144,6 +145,9 @@ class Assembler:
         # decodes only the lines that hold one); None: every line must be read.
         self.literal_of: Callable[[Key], bytes | None] = lambda key: None
         self.unfiltered = 0  # open incidents without a literal
+        # Context every new stream starts with (split.py: stand-ins for what the part of the
+        # input another process reads may have left it); none when one process reads it all.
+        self.inherited: dict[int, tuple[int, int, str]] = {}
 
     @property
     def busy(self) -> bool:
@@ -271,7 +275,8 @@ class Assembler:
             if old.window is not None:
                 self._close(old_key, "evicted")
             del self.streams[old_key]
-        state = self.streams[key] = _Stream()
+            self.forgotten += 1
+        state = self.streams[key] = _Stream(dict(self.inherited))
         return state
 
     def _flush_partial(self, key: Key, state: _Stream, now: float) -> None:

@@ -22,7 +22,7 @@ class StreamTriage:
         self.write = write
         self.decoder = decoder or Decoder()
         self.prefilter = prefilter or Prefilter(rules.rules)
-        self.assembler = Assembler(self.prefilter, limits or Limits(), self._closed)
+        self.assembler = Assembler(self.prefilter, limits or Limits(), self.take_window)
         self.scanner = Scanner(self.decoder, self.prefilter, self.assembler, decode_all=decode_all)
         self._classify = partial(classify, rules=rules)
         self.started = time.monotonic()
@@ -50,7 +50,9 @@ class StreamTriage:
         """Close every open incident now (the input has not ended)."""
         self.assembler.finish(time.monotonic())
 
-    def _closed(self, window: Window) -> None:
+    def take_window(self, window: Window) -> None:
+        """A closed incident window (the assembler's, or one a child process read: split.py):
+        classified, and written when it is an incident."""
         self.candidates += 1
         data = incident_json(window, self.incidents + 1, self._classify)
         if data is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import select
+import stat
 import time
 
 from triage.errors import BadInput
@@ -18,10 +19,19 @@ def open_input(path: str) -> int:
     return 0 if path == "-" else open_file(path)
 
 
-def pump(fd: int, triage: StreamTriage, on_read=None) -> None:
+def pump(fd: int, triage: StreamTriage, on_read=None, jobs: int = 1) -> None:
     """Feed everything from `fd` until end of input. While the input is quiet, select()
     returns at the next incident's idle deadline so it is emitted on time. on_read(n): called
-    after each chunk of n bytes is fed (a progress meter)."""
+    after each chunk of n bytes is fed (a progress meter). `jobs`: processes a large regular
+    file may be read by (split.py), with the same answer."""
+    st = os.fstat(fd)
+    if jobs > 1 and stat.S_ISREG(st.st_mode) and hasattr(os, "fork"):
+        from triage.stream.split import parts, pump_parts
+
+        starts = parts(fd, st.st_size, jobs)
+        if len(starts) > 1:
+            pump_parts(fd, triage, starts, st.st_size, on_read)
+            return
     waits = _can_select(fd)
     while True:
         if waits:
