@@ -15,8 +15,10 @@ carried into it can change it:
 
 A part that cannot be taken is read here, after the parts before it: the answer is always one
 process's answer, at worst no sooner; cutting a share into parts makes an incident open at a
-cut cost one part, not the share. The incidents are classified here, in input order.
-`tests/test_stream_split.py` compares both on corpus fleets cut at many points.
+cut cost one part, not the share. The incidents are classified here, in input order. The
+file is read up to the size it had when reading began (a log still being written is for a
+pipe: `tail -f LOG | ds-triage stream`). `tests/test_stream_split.py` compares both on corpus
+fleets cut at many points.
 """
 
 from __future__ import annotations
