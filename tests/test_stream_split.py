@@ -117,3 +117,39 @@ def test_a_large_file_is_cut_at_line_starts_into_shares_and_parts(tmp_path):
         os.close(fd_small)
     finally:
         os.close(fd)
+
+
+def test_a_child_that_fails_leaves_its_parts_to_this_process(rules, fleet_file, monkeypatch):
+    """A child that dies (here: its reading raises) sends nothing: its parts are read here."""
+    from triage.stream import split
+
+    path, data, want = fleet_file
+
+    def broken(*args):
+        raise RuntimeError("a child's failure")
+
+    monkeypatch.setattr(split, "_read_part", broken)  # the forked child runs this copy
+    got, summary, taken = _run(rules, path, [0, *_line_starts(data, 3)])
+    assert (got, summary) == want
+    assert taken == 0
+
+
+def test_pump_with_jobs_cuts_a_large_enough_file_and_gives_the_same_answer(rules, fleet_file, monkeypatch):
+    """The path `stream --jobs 2` takes (source.pump), with the size a share needs lowered to fit
+    the test's fleet."""
+    from triage.stream import split
+
+    path, data, want = fleet_file
+    monkeypatch.setattr(split, "MIN_SHARE", len(data) // 3)
+    taken = []
+    monkeypatch.setattr(split, "pump_parts", lambda *a, **k: taken.append(pump_parts(*a, **k)))
+    out = []
+    triage = StreamTriage(rules, out.append)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pump(fd, triage, jobs=2)
+    finally:
+        os.close(fd)
+    summary = {k: v for k, v in triage.summary().items() if k != "seconds"}
+    assert ([json.dumps(i, sort_keys=True) for i in out], summary) == want
+    assert len(taken) == 1  # it was cut (whether each part was taken depends on where incidents stand)
