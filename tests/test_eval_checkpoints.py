@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from corpus import kept
 from tests import probe_checkpoints as pc
 from tests.conftest import ROOT
 from triage.eval.checkpoints import CONFIRMED_MIN, RIGHT_MIN, SUBSET, CheckpointEval, Outcome
@@ -85,9 +86,9 @@ def _healthy_cases() -> list[dict]:
     """Every healthy corpus case (kind clean) of this release's DeepSpeed without a framework: its
     checkpoint made here as its job made it (the layout's baseline, copied, with the job's steps
     before the load and its fault steps; a run that saves, run), its log the corpus's real one. The
-    baselines are cheap: those of one world size train in one launch. Not here: the framework cases
-    (transformers, accelerate, TRL, PEFT need the `frameworks` extra) and the older release pairs
-    (their venvs): benchmarks/eval_triage.py --healthy with a kept corpus."""
+    baselines are cheap: those of one world size train in one launch. The framework cases and the
+    older release pairs' come from corpus/checkpoints/ (corpus/kept.py): their runs need venvs CI
+    does not build."""
     import yaml
 
     from corpus import layouts
@@ -123,6 +124,41 @@ def test_no_healthy_corpus_checkpoint_is_flagged(case, cli, healthy_baselines):
     proc = cli("triage", "--log", ROOT / "corpus" / case["log"], "--ckpt", ckpt, "--json", *as_user(case))
     data = json.loads(proc.stdout)
     assert data["findings"] == [] and data["verdict"]["status"] != "confirmed", (data["findings"], data["verdict"])
+
+
+@pytest.mark.parametrize("case", kept.committed_cases(), ids=lambda c: c["id"])
+def test_no_committed_healthy_checkpoint_is_flagged(case, cli, tmp_path):
+    # saved through transformers, accelerate, TRL or PEFT, or by an older DeepSpeed and torch: the
+    # real checkpoint, unpacked, with the case's own fault steps (a deleted RNG state file, say)
+    ckpt = kept.unpack(case, tmp_path / "ckpt")
+    proc = cli("triage", "--log", ROOT / "corpus" / case["log"], "--ckpt", ckpt, "--json")
+    data = json.loads(proc.stdout)
+    assert data["findings"] == [] and data["verdict"]["status"] != "confirmed", (data["findings"], data["verdict"])
+
+
+def test_every_healthy_corpus_checkpoint_is_triaged_by_one_test_or_the_other():
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
+    with_checkpoint = {c["id"] for c in manifest if c["kind"] == "clean" and kept._entry(c["id"]).get("layout")}
+    made_here = {c["id"] for c in _healthy_cases()}
+    committed = {c["id"] for c in kept.committed_cases(manifest)}
+    assert made_here | committed == with_checkpoint and not made_here & committed
+    assert any("@" in i for i in committed) and any(i.startswith("resume-trainer-") for i in committed)
+
+
+def test_the_committed_archives_are_exactly_those_the_cases_need_and_pack_back_to_their_bytes(tmp_path):
+    needed = {kept.archive_of(c["id"]) for c in kept.committed_cases()}
+    assert needed == set(kept.ARCHIVES.rglob("*.tar.xz"))
+    # unpacked and packed again, one archive gives its own bytes: packing is deterministic and loses
+    # nothing (names, contents, dirs)
+    import tarfile
+
+    archive = min(needed, key=lambda p: p.stat().st_size)
+    with tarfile.open(archive, "r:xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    (layout,) = [p for p in tmp_path.iterdir()]
+    assert kept._tar_xz(layout, layout.name) == archive.read_bytes()
 
 
 def test_the_healthy_cases_tested_cover_each_kind_of_healthy_run():

@@ -115,6 +115,7 @@ SOURCE_REGEXES = {
     "triage.probe.target.LOG_WORLD": "search",
     "triage.probe.target.LOG_OPTIMIZER": "search",
     "triage.probe.target.LOG_LOADS": "search",
+    "triage.probe.target.LOG_DEEPSPEED": "search",
     "triage.probe.target.LOG_ZERO_TO_FP32": "search",
     "triage.probe.target.LOG_LOAD_DIR": "search",
     "triage.probe.target.LOG_LOAD_TAG": "search",

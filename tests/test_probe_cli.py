@@ -127,8 +127,31 @@ def test_a_directory_that_is_no_checkpoint(cli, tmp_path):
     assert data["findings"] == ["missing_file"] and not errors(PROBE, data)
 
 
-def triage(cli, log, case_id, *extra):
-    proc = cli("triage", "--log", CASES / log, "--ckpt", pc.scenario(case_id), "--json", *extra)
+def test_a_dir_without_deepspeed_state_is_no_finding_for_a_job_that_never_used_deepspeed(cli, tmp_path):
+    import yaml
+
+    from corpus import kept
+
+    manifest = {c["id"]: c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())}
+    adapter = kept.unpack(manifest["peft-adapter-load"], tmp_path / "peft")  # a real PEFT adapter dir
+    # its own healthy log (PeftModel.from_pretrained, no DeepSpeed): nothing wrong with it
+    proc = cli("triage", "--log", ROOT / "corpus" / "clean" / "peft-adapter-load.log", "--ckpt", adapter, "--json")
+    data = json.loads(proc.stdout)
+    assert data["findings"] == [] and data["probes"][0]["signals"] == [] and not errors(TRIAGE, data)
+    assert "did not need one" in data["probes"][0]["summary"] and "no DeepSpeed" in data["probes"][0]["evidence"][0]
+    # `probe` has no log: asked about a DeepSpeed checkpoint, the dir has none of its state
+    data = json.loads(cli("probe", adapter, "--json").stdout)
+    assert data["probes"][0]["signals"] == ["no_deepspeed_state"] and data["findings"] == ["partial_checkpoint"]
+    # a Trainer resume through DeepSpeed of a checkpoint-N whose global_step dir is gone (its real log):
+    # the same kind of dir is the failure's cause, confirmed
+    ckpt = kept.unpack(manifest["trainer-global-step-dir-deleted"], tmp_path / "trainer")
+    proc, data = triage(cli, "trainer-global-step-dir-deleted.log", None, ckpt=ckpt / "checkpoint-3")
+    assert data["probes"][0]["signals"] == ["no_deepspeed_state"]
+    assert data["verdict"]["status"] == "confirmed" and data["verdict"]["category"] == "partial_checkpoint"
+
+
+def triage(cli, log, case_id, *extra, ckpt=None):
+    proc = cli("triage", "--log", CASES / log, "--ckpt", ckpt or pc.scenario(case_id), "--json", *extra)
     data = json.loads(proc.stdout)
     assert not errors(TRIAGE, data), errors(TRIAGE, data)
     return proc, data

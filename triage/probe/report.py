@@ -157,6 +157,9 @@ def _ordered(names) -> list[str]:
 def triage(report, ctx: ProbeContext) -> TriageReport:
     # Every probe, not only the hypotheses' ones: they cost milliseconds, and what they find
     # beyond the hypotheses is the verdict when the log's every guess is refuted.
+    # A log without a trace of DeepSpeed, on which no rule fired, is a job that read the dir some other
+    # way (from_pretrained, PEFT): DeepSpeed state missing there is no fault of it.
+    ctx.target.without_deepspeed = ctx.target.deepspeed_in_log is False and not report.hypotheses
     ctx.known_bugs = tuple((h.rule.id, h.rule.releases) for h in report.hypotheses
                            if h.rule.category == "known_bug" and h.rule.releases is not None)
     results = checks.run(ctx, _ordered(set(checks.ORDER) | set(probes_for(report.hypotheses))))

@@ -52,6 +52,10 @@ LAUNCH_NNODES = re.compile(r"--(?:nnodes|num_nodes|num-nodes)[= ](\d+)(?![:\d])"
 # shows none of them.
 LOG_LOADS = re.compile(r"load_checkpoint|[Ll]oad(?:ing)? checkpoint|Unable to find latest file|resume_from_checkpoint"
                        r"|Restoring states from the checkpoint")
+# Anything of DeepSpeed in a log: its name (banner, frames, logger, launcher) or its checkpoint's
+# files. A log with none of it (a from_pretrained or PEFT load, a run that never used DeepSpeed)
+# did not need DeepSpeed's engine state from the dir it read.
+LOG_DEEPSPEED = re.compile(r"(?i)deepspeed|_(?:model|optim)_states\.pt|global_step\d|zero_to_fp32")
 # zero_to_fp32 (deepspeed/utils/zero_to_fp32.py) read the checkpoint: its banner, or a frame of it.
 LOG_ZERO_TO_FP32 = re.compile(r"Processing zero checkpoint '|zero_to_fp32\.py\", line \d")
 # engine.load_checkpoint's warning names the dir it was given: the load dir.
@@ -83,6 +87,8 @@ class Target:
     precision: str | None = None  # fp32, bf16 or fp16
     ds_version: str | None = None  # the DeepSpeed release the loading job ran
     reader: str | None = None  # "zero_to_fp32" when the log shows that converter reading the checkpoint
+    deepspeed_in_log: bool | None = None  # the log shows DeepSpeed at all (LOG_DEEPSPEED); None: no log
+    without_deepspeed: bool = False  # triage: the job did not go through DeepSpeed (no trace of it, no rule fired)
     sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
 
     def describe(self, name: str) -> str:
@@ -158,6 +164,8 @@ def from_args(stage: int | None, world_size: int | None, config_path: str | None
         target.load_dir, target.sources["load_dir"] = load_dir, "--load-dir"
     if world_size is not None:
         target.world_size, target.sources["world_size"] = world_size, "--world-size"
+    if log_text is not None:
+        target.deepspeed_in_log = LOG_DEEPSPEED.search(log_text) is not None
     if log_text:
         _from_log(target, log_text)
     return target

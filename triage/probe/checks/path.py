@@ -1,7 +1,8 @@
 """path: does the path exist, is it a DeepSpeed checkpoint, is it the level `--load` needs?
 
 Confirmed: it does not exist (not_found), holds no DeepSpeed checkpoint (no_checkpoint; a
-Trainer dir with weights but no DeepSpeed state is no_deepspeed_state), or the dir the job
+Trainer dir with weights but no DeepSpeed state is no_deepspeed_state; neither when `triage`'s log
+shows a job that never used DeepSpeed and did not fail), or the dir the job
 passes to `load_checkpoint` is one level off (wrong_level: a tag dir, or a Trainer output dir
 above `checkpoint-N`), or something in it was not followed (unsafe_path: `latest`, a tag dir or a
 shard that leads outside the checkpoint root, or a FIFO, device or socket where a file should be;
@@ -39,7 +40,11 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         return _result(signals, checked, evidence, context, f"ls -la {given}", complete=True)
     checked += ["no_checkpoint", "no_deepspeed_state"]
     if kind == "not_a_checkpoint":
-        if ckpt.hf_weights:
+        if ctx.target.without_deepspeed:
+            held = f"holds {', '.join(ckpt.hf_weights)} and " if ckpt.hf_weights else "holds "
+            context.append(f"{ckpt.given} {held}no DeepSpeed state, and the log shows no DeepSpeed and no failure: "
+                           "a job that never needed it (a from_pretrained or PEFT load, a run saving a model)")
+        elif ckpt.hf_weights:
             signals.append("no_deepspeed_state")
             evidence.append(f"{ckpt.given} holds {', '.join(ckpt.hf_weights)} but no `latest` and no global_step* "
                             "dir: a Trainer/HF checkpoint saved without DeepSpeed's engine state")
@@ -53,7 +58,8 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                             "(*_model_states.pt, *_optim_states.pt) here")
         for path, error in ckpt.errors.items():
             context.append(f"could not list {path}: {error}")
-        return _result(signals, checked, evidence, context, f"ls -la {given}", complete=not ckpt.errors)
+        clear = "not a DeepSpeed checkpoint, and the job did not need one" if ctx.target.without_deepspeed else None
+        return _result(signals, checked, evidence, context, f"ls -la {given}", complete=not ckpt.errors, clear=clear)
     context.append(f"checkpoint root: {ckpt.root}")
     load_dir = ctx.target.load_dir
     if load_dir is None:
@@ -114,7 +120,7 @@ def _wrong_level(load_dir: str, ckpt, given_kind: str, source: str) -> str:
     return ""
 
 
-def _result(signals, checked, evidence, context, command, complete) -> ProbeResult:
+def _result(signals, checked, evidence, context, command, complete, clear=None) -> ProbeResult:
     return outcome(NAME, signals=signals, checked=checked, complete=complete,
-                   found="the path is not what --load needs", clear="the path is a DeepSpeed checkpoint root",
+                   found="the path is not what --load needs", clear=clear or "the path is a DeepSpeed checkpoint root",
                    unknown="could not tell what the path is", evidence=evidence, context=context, command=command)

@@ -1,0 +1,150 @@
+"""The healthy corpus checkpoints the test suite cannot make, committed: `corpus/checkpoints/`.
+
+A healthy case's checkpoint is its layout's baseline (with the case's own steps applied). The suite
+trains the baselines of this release's direct DeepSpeed layouts, but not those saved through a
+framework (transformers, accelerate, TRL and PEFT are not installed in CI: the `frameworks` extra)
+or by an older DeepSpeed / torch pair (multi-GB CUDA venvs, corpus/releases.py). Those baselines are
+packed here once, from the generator's --keep dir, one deterministic tar.xz each, so that every
+healthy corpus checkpoint is triaged by the suite and none may be flagged:
+
+    python -m corpus.generate --only "$(python -m corpus.kept --ids)" --keep /tmp/ds-triage-corpus
+    python -m corpus.kept --keep /tmp/ds-triage-corpus      # re-pack corpus/checkpoints/
+(corpus/NOTES.md has the venvs each needs).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import lzma
+import re
+import sys
+import tarfile
+from pathlib import Path
+
+import yaml
+
+CORPUS = Path(__file__).resolve().parent
+ARCHIVES = CORPUS / "checkpoints"
+# the path a case's command gives its job: the dir it saves to or loads, the converter's input, the file
+_COMMAND_PATH = re.compile(r"(?:--save-dir|--load-dir|--input_folder|zero_to_fp32(?:\.py)?|plain_load\.py)\s+(\S+)")
+
+
+def _entry(case_id: str) -> dict:
+    from corpus.scenarios import SCENARIOS
+
+    return next(s for s in SCENARIOS if s["id"] == case_id.split("@")[0])
+
+
+def pair_of(case_id: str) -> str | None:
+    return case_id.split("@")[1] if "@" in case_id else None
+
+
+def committed_cases(manifest: list[dict] | None = None) -> list[dict]:
+    """The healthy manifest cases whose checkpoint comes from an archive here: a framework layout's,
+    or any older release pair's."""
+    from corpus.layouts import LAYOUTS
+
+    if manifest is None:
+        manifest = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
+    cases = []
+    for case in manifest:
+        if case["kind"] != "clean":
+            continue
+        layout = _entry(case["id"]).get("layout")
+        if layout and (pair_of(case["id"]) or LAYOUTS[layout].get("framework")):
+            cases.append(case)
+    return cases
+
+
+def archive_of(case_id: str) -> Path:
+    """corpus/checkpoints/[<pair>/]<layout>.tar.xz: the baseline a case copies."""
+    pair = pair_of(case_id)
+    return ARCHIVES.joinpath(*([pair] if pair else []), f"{_entry(case_id)['layout']}.tar.xz")
+
+
+def unpack(case: dict, dest: Path) -> Path:
+    """The case's checkpoint made in `dest` (which must not exist): its baseline unpacked, its fault
+    steps applied. Returns the dir its job was given (a Trainer's output dir, a PEFT adapter dir...)."""
+    from corpus import faults
+    from corpus.layouts import LAYOUTS
+
+    case_id = case["id"]
+    entry = _entry(case_id)
+    if entry.get("pre"):  # a conversion before the load needs the job's venv: not packable here
+        raise ValueError(f"{case_id}: its steps before the load cannot run from an archive")
+    dest.mkdir(parents=True)
+    with tarfile.open(archive_of(case_id), "r:xz") as tar:
+        tar.extractall(dest, filter="data")  # no member may leave dest, nor be a device or a link out
+    root = dest / entry["layout"]
+    ckpt = root / LAYOUTS[entry["layout"]].get("sub", "")
+    if entry.get("inject"):
+        faults.apply(str(ckpt), entry["inject"])
+    return root / _loaded_part(case, entry)
+
+
+def _loaded_part(case: dict, entry: dict) -> str:
+    """The part of the case's command path below its checkpoint root: `adapter` of
+    `--load-dir /tmp/ds-triage-corpus/peft-adapter-load/adapter`; none for a file (a torch.load of one
+    shard) or the root itself."""
+    m = _COMMAND_PATH.search(case["command"])
+    if not m or m.group(1).endswith((".pt", ".pth", ".bin", ".safetensors")):
+        return ""
+    parts = Path(m.group(1)).parts
+    for anchor in (entry["id"], entry["layout"]):
+        if anchor in parts:
+            return str(Path(*parts[parts.index(anchor) + 1:])) if parts.index(anchor) + 1 < len(parts) else ""
+    raise ValueError(f"{case['id']}: no checkpoint root in its command path {m.group(1)}")
+
+
+def pack(keep: Path, out: Path = ARCHIVES) -> list[Path]:
+    """Every archive committed_cases() needs, from the generator's --keep dir (`_base/<layout>` and
+    `<pair>/_base/<layout>`). Deterministic: sorted members, no times or owners, so an unchanged
+    baseline packs to the same bytes."""
+    written = []
+    for case_id in sorted({c["id"] for c in committed_cases()}, key=archive_of):
+        target = out / archive_of(case_id).relative_to(ARCHIVES)
+        if target in written:
+            continue
+        pair, layout = pair_of(case_id), _entry(case_id)["layout"]
+        source = keep.joinpath(*([pair] if pair else []), "_base", layout)
+        if not source.is_dir():
+            raise SystemExit(f"{source}: no baseline kept for {case_id} (run the generator with --keep {keep})")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(_tar_xz(source, layout))
+        written.append(target)
+    return written
+
+
+def _tar_xz(source: Path, name: str) -> bytes:
+    def clean(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+        info.mode = 0o755 if info.isdir() else 0o644
+        return info
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(source, arcname=name, recursive=False, filter=clean)
+        for path in sorted(source.rglob("*")):
+            tar.add(path, arcname=f"{name}/{path.relative_to(source)}", recursive=False, filter=clean)
+    return lzma.compress(buffer.getvalue(), preset=9)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m corpus.kept", description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="the generator's --keep dir")
+    parser.add_argument("--out", type=Path, default=ARCHIVES, help="where the archives go")
+    parser.add_argument("--ids", nargs="?", const="", metavar="PAIR",
+                        help="print the scenario ids to generate (for --only): the framework cases', or a pair's")
+    args = parser.parse_args(argv)
+    if args.ids is not None:
+        print(",".join(sorted({c["id"].split("@")[0] for c in committed_cases() if (pair_of(c["id"]) or "") == args.ids})))
+        return 0
+    if args.keep is None:
+        parser.error("--keep is required to pack")
+    for path in pack(args.keep, args.out):
+        print(f"{path}: {path.stat().st_size / 1e6:.2f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
