@@ -25,8 +25,9 @@ import yaml
 
 CORPUS = Path(__file__).resolve().parent
 ARCHIVES = CORPUS / "checkpoints"
-# the path a case's command gives its job: the dir it saves to or loads, the converter's input, the file
-_COMMAND_PATH = re.compile(r"(?:--save-dir|--load-dir|--input_folder|zero_to_fp32(?:\.py)?|plain_load\.py)\s+(\S+)")
+# the paths a case's command gives its job: a converter's input; the dir it loads or saves to
+_CONVERTER_PATH = re.compile(r"(?:--input_folder|zero_to_fp32(?:\.py)?)\s+(\S+)")
+_LOAD_PATH = re.compile(r"(?:--load-dir|--save-dir)\s+(\S+)")
 
 
 def _entry(case_id: str) -> dict:
@@ -39,19 +40,19 @@ def pair_of(case_id: str) -> str | None:
     return case_id.split("@")[1] if "@" in case_id else None
 
 
-def committed_cases(manifest: list[dict] | None = None) -> list[dict]:
-    """The healthy manifest cases whose checkpoint comes from an archive here: a framework layout's,
-    or any older release pair's."""
+def committed_cases(manifest: list[dict] | None = None, kinds=("clean",)) -> list[dict]:
+    """The manifest cases of `kinds` whose checkpoint comes from an archive here: a framework layout's
+    or an older release pair's, made with no step of the job's own venv (a conversion before the load)."""
     from corpus.layouts import LAYOUTS
 
     if manifest is None:
         manifest = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
     cases = []
     for case in manifest:
-        if case["kind"] != "clean":
-            continue
-        layout = _entry(case["id"]).get("layout")
-        if layout and (pair_of(case["id"]) or LAYOUTS[layout].get("framework")):
+        entry = _entry(case["id"])
+        layout = entry.get("layout")
+        if case["kind"] in kinds and layout and not entry.get("pre") and \
+                (pair_of(case["id"]) or LAYOUTS[layout].get("framework")):
             cases.append(case)
     return cases
 
@@ -64,35 +65,34 @@ def archive_of(case_id: str) -> Path:
 
 def unpack(case: dict, dest: Path) -> Path:
     """The case's checkpoint made in `dest` (which must not exist): its baseline unpacked, its fault
-    steps applied. Returns the dir its job was given (a Trainer's output dir, a PEFT adapter dir...)."""
+    steps applied. Returns its root (the generator's kept dir of the case)."""
     from corpus import faults
     from corpus.layouts import LAYOUTS
 
-    case_id = case["id"]
-    entry = _entry(case_id)
-    if entry.get("pre"):  # a conversion before the load needs the job's venv: not packable here
-        raise ValueError(f"{case_id}: its steps before the load cannot run from an archive")
+    entry = _entry(case["id"])
+    if entry.get("pre"):  # a conversion before the load needs the job's venv: not made from an archive
+        raise ValueError(f"{case['id']}: its steps before the load cannot run from an archive")
     dest.mkdir(parents=True)
-    with tarfile.open(archive_of(case_id), "r:xz") as tar:
+    with tarfile.open(archive_of(case["id"]), "r:xz") as tar:
         tar.extractall(dest, filter="data")  # no member may leave dest, nor be a device or a link out
     root = dest / entry["layout"]
-    ckpt = root / LAYOUTS[entry["layout"]].get("sub", "")
     if entry.get("inject"):
-        faults.apply(str(ckpt), entry["inject"])
-    return root / _loaded_part(case, entry)
+        faults.apply(str(root / LAYOUTS[entry["layout"]].get("sub", "")), entry["inject"])
+    return root
 
 
-def _loaded_part(case: dict, entry: dict) -> str:
-    """The part of the case's command path below its checkpoint root: `adapter` of
-    `--load-dir /tmp/ds-triage-corpus/peft-adapter-load/adapter`; none for a file (a torch.load of one
-    shard) or the root itself."""
-    m = _COMMAND_PATH.search(case["command"])
-    if not m or m.group(1).endswith((".pt", ".pth", ".bin", ".safetensors")):
-        return ""
+def given(case: dict, root: Path, loaded: bool = False) -> Path:
+    """What on-call passes as --ckpt, as triage.eval.checkpoints.checkpoint_of picks it from the case's
+    command: the converter's input, or with `loaded` the dir the load was given (a Trainer's output
+    dir, a PEFT adapter dir), else the root."""
+    m = _CONVERTER_PATH.search(case["command"]) or (_LOAD_PATH.search(case["command"]) if loaded else None)
+    if not m:
+        return root
     parts = Path(m.group(1)).parts
-    for anchor in (entry["id"], entry["layout"]):
+    for anchor in (case["id"].split("@")[0], "_base"):
         if anchor in parts:
-            return str(Path(*parts[parts.index(anchor) + 1:])) if parts.index(anchor) + 1 < len(parts) else ""
+            below = parts[parts.index(anchor) + (2 if anchor == "_base" else 1):]
+            return root.joinpath(*below)
     raise ValueError(f"{case['id']}: no checkpoint root in its command path {m.group(1)}")
 
 

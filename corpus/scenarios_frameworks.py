@@ -124,9 +124,15 @@ def resume_faults(case, prefix, layout, text, trainer_state=True):
          f"deleted {CK}/{T}/{OPT1}", inject=[("delete", f"{CK}/{T}/{OPT1}")])
     case(f"{prefix}-latest-deleted", "failure", "missing_file", layout, text,
          f"deleted {CK}/latest (DeepSpeed's pointer to {T})", inject=[("delete", f"{CK}/latest")])
+    # what save_only_model leaves: the Trainer's files, none of DeepSpeed's (its tag dir, `latest`, the
+    # recovery scripts its save copies in)
     case(f"{prefix}-global-step-dir-deleted", "failure", "partial_checkpoint", layout, text,
-         f"deleted {CK}/{T}/ (the Trainer files stay: a weights-only checkpoint-N)",
-         inject=[("delete", f"{CK}/{T}")])
+         f"deleted {CK}/{T}/, {CK}/latest and DeepSpeed's scripts in {CK} (the Trainer files stay: a "
+         "weights-only checkpoint-N)",
+         inject=[("delete", f"{CK}/{T}"), ("delete", f"{CK}/latest"), ("delete", f"{CK}/zero_to_*.py")])
+    # a clean-up that removed the big tag dir of a whole save: `latest` still names it
+    case(f"{prefix}-global-step-dir-deleted-latest-kept", "failure", "missing_file", layout, text,
+         f"deleted {CK}/{T}/ only (`latest` still names it)", inject=[("delete", f"{CK}/{T}")])
     case(f"{prefix}-checkpoint-from-other-run", "failure", "model_mismatch", layout, text,
          f"resume from {CK} of another run: the model has hidden size 96, the checkpoint 64",
          args={"model": "hidden"})

@@ -130,7 +130,7 @@ def test_no_healthy_corpus_checkpoint_is_flagged(case, cli, healthy_baselines):
 def test_no_committed_healthy_checkpoint_is_flagged(case, cli, tmp_path):
     # saved through transformers, accelerate, TRL or PEFT, or by an older DeepSpeed and torch: the
     # real checkpoint, unpacked, with the case's own fault steps (a deleted RNG state file, say)
-    ckpt = kept.unpack(case, tmp_path / "ckpt")
+    ckpt = kept.given(case, kept.unpack(case, tmp_path / "ckpt"), loaded=True)  # the dir its job was given
     proc = cli("triage", "--log", ROOT / "corpus" / case["log"], "--ckpt", ckpt, "--json")
     data = json.loads(proc.stdout)
     assert data["findings"] == [] and data["verdict"]["status"] != "confirmed", (data["findings"], data["verdict"])
@@ -190,7 +190,11 @@ def test_eval_with_checkpoints_meets_the_gate(cli, tmp_path):
     ckpts = data["checkpoints"]
     misses = [o for o in ckpts["outcomes"] if not (o["confirmed"] or (o["expected"] is None and not o["flagged"]))]
     assert proc.returncode == 0, (proc.stderr.decode()[-2000:], misses)
-    assert ckpts["scenarios"] == len(SUBSET) and not [o for o in ckpts["outcomes"] if o["error"]]
+    # the subset made again, then every case whose checkpoint is committed (frameworks, older releases)
+    committed = [c for c in kept.committed_cases(kinds=("failure", "silent", "clean")) if kept.archive_of(c["id"]).exists()]
+    assert ckpts["scenarios"] == len(SUBSET) + len(committed) and not [o for o in ckpts["outcomes"] if o["error"]]
+    assert {"accelerate-zero3-saved-stage2-load", "trainer-global-step-dir-deleted", "safetensors-truncated",
+            "zero2-dp2-optim-shard-truncated@ds0.16.9-torch2.6.0"} <= {o["id"] for o in ckpts["outcomes"]}
     assert ckpts["right_rate"] >= RIGHT_MIN and ckpts["confirmed_rate"] >= CONFIRMED_MIN
     assert ckpts["healthy_flagged"] == 0 and data["gates"]["passed"] is True
     silent = [o for o in ckpts["outcomes"] if o["id"] in {e.id for e in SUBSET if e.deep}]

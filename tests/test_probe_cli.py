@@ -133,7 +133,9 @@ def test_a_dir_without_deepspeed_state_is_no_finding_for_a_job_that_never_used_d
     from corpus import kept
 
     manifest = {c["id"]: c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())}
-    adapter = kept.unpack(manifest["peft-adapter-load"], tmp_path / "peft")  # a real PEFT adapter dir
+    case = manifest["peft-adapter-load"]
+    adapter = kept.given(case, kept.unpack(case, tmp_path / "peft"), loaded=True)  # a real PEFT adapter dir
+    assert adapter.name == "adapter" and (adapter / "adapter_config.json").is_file()
     # its own healthy log (PeftModel.from_pretrained, no DeepSpeed): nothing wrong with it
     proc = cli("triage", "--log", ROOT / "corpus" / "clean" / "peft-adapter-load.log", "--ckpt", adapter, "--json")
     data = json.loads(proc.stdout)
@@ -142,12 +144,16 @@ def test_a_dir_without_deepspeed_state_is_no_finding_for_a_job_that_never_used_d
     # `probe` has no log: asked about a DeepSpeed checkpoint, the dir has none of its state
     data = json.loads(cli("probe", adapter, "--json").stdout)
     assert data["probes"][0]["signals"] == ["no_deepspeed_state"] and data["findings"] == ["partial_checkpoint"]
-    # a Trainer resume through DeepSpeed of a checkpoint-N whose global_step dir is gone (its real log):
-    # the same kind of dir is the failure's cause, confirmed
-    ckpt = kept.unpack(manifest["trainer-global-step-dir-deleted"], tmp_path / "trainer")
-    proc, data = triage(cli, "trainer-global-step-dir-deleted.log", None, ckpt=ckpt / "checkpoint-3")
+    # a Trainer resume through DeepSpeed of a checkpoint-N holding none of DeepSpeed's state (its real
+    # log): the same kind of dir is the failure's cause, confirmed
+    root = kept.unpack(manifest["trainer-global-step-dir-deleted"], tmp_path / "trainer")
+    proc, data = triage(cli, "trainer-global-step-dir-deleted.log", None, ckpt=root / "checkpoint-3")
     assert data["probes"][0]["signals"] == ["no_deepspeed_state"]
     assert data["verdict"]["status"] == "confirmed" and data["verdict"]["category"] == "partial_checkpoint"
+    # the same log, with `latest` still naming the deleted tag: DeepSpeed state was saved, then lost
+    root = kept.unpack(manifest["trainer-global-step-dir-deleted-latest-kept"], tmp_path / "kept")
+    proc, data = triage(cli, "trainer-global-step-dir-deleted-latest-kept.log", None, ckpt=root / "checkpoint-3")
+    assert data["verdict"]["status"] == "confirmed" and data["verdict"]["category"] == "missing_file"
 
 
 def triage(cli, log, case_id, *extra, ckpt=None):

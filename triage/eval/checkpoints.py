@@ -14,6 +14,10 @@ for that user, when run as root). Scored:
 * silent faults (deep=True): triaged with --deep, and `verify --deep` of the dir the job loaded
   must fail (exit 1).
 
+Then every corpus case whose checkpoint is committed (corpus/kept.py: the baselines saved through
+transformers, TRL, accelerate and PEFT, and by older DeepSpeed / torch releases, whose venvs CI does
+not build) is unpacked with its own fault steps and triaged with its real log, scored the same way.
+
 SUBSET is the data: one entry per corpus scenario id (corpus/scenarios.py) or silent fault of
 the checkpoint (corpus/silent.py: made from its baseline, then resumed by real DeepSpeed, which
 prints nothing wrong: that resume's log is the one triaged), whose category (or kind `clean`:
@@ -278,6 +282,7 @@ def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None,
             done = dict(zip(longest_first, pool.map(
                 lambda e: _one(e, table[e.id], (generate, runner, silent), work, base, log), longest_first)))
             outcomes = [done[e] for e in entries]
+            outcomes += committed(work / "committed", pool, log)
     finally:
         if temporary:
             _remove(work)
@@ -309,6 +314,37 @@ def _one(entry: Entry, scenario: dict, corpus, work: Path, base: Path, log) -> O
             outcome.verify_failed = _verify_fails(ckpt, loaded or ckpt, model)
     outcome.seconds = time.monotonic() - started
     log(f"{entry.id}: {outcome.status} {outcome.category} ({outcome.seconds:.0f} s)")
+    return outcome
+
+
+def committed(work: Path, pool, log) -> list[Outcome]:
+    """Every corpus case whose checkpoint is a committed baseline (corpus/kept.py: saved through a
+    framework or by an older release pair, whose venvs CI does not build) that needs no step of its
+    job's own venv: unpacked with its fault steps and triaged with its real log. No DeepSpeed run."""
+    from corpus import kept
+
+    cases = [c for c in kept.committed_cases(kinds=("failure", "silent", "clean")) if kept.archive_of(c["id"]).exists()]
+    return list(pool.map(lambda case: _one_committed(case, kept, work, log), cases))
+
+
+def _one_committed(case: dict, kept, work: Path, log) -> Outcome:
+    deep = case["kind"] == "silent"
+    outcome = Outcome(case["id"], HEALTHY if case["kind"] == "clean" else case["expected_category"], deep=deep)
+    started = time.monotonic()
+    try:
+        root = kept.unpack(case, work / case["id"])
+        ckpt = kept.given(case, root)
+    except (Exception, SystemExit) as exc:
+        outcome.error = f"not made: {exc}"
+        log(f"{case['id']}: {outcome.error}")
+        return outcome
+    # healthy: the dir its load was given, as the healthy benchmark does (a Trainer's output dir)
+    if case["kind"] == "clean":
+        ckpt = kept.given(case, root, loaded=True)
+    _triage(outcome, Path(kept.CORPUS) / case["log"], ckpt, as_user(case) + (["--deep"] if deep else []))
+    if deep:
+        outcome.verify_failed = _verify_fails(ckpt, kept.given(case, root, loaded=True))
+    outcome.seconds = time.monotonic() - started
     return outcome
 
 

@@ -308,6 +308,13 @@ def locate(given: str) -> Checkpoint:
         return _finish(Checkpoint(given=given, given_kind="hf_output", root=os.path.join(path, hf[-1]), errors=errors))
     ckpt = Checkpoint(given=given, given_kind="not_a_checkpoint", errors=errors)
     ckpt.hf_weights = [n for n in names if n in HF_WEIGHTS]
+    # a Trainer output dir: resume_from_checkpoint=True takes its newest checkpoint-N, with or without
+    # DeepSpeed state in it
+    newest = sorted((n for n in names if HF_CHECKPOINT.match(n) and os.path.isdir(os.path.join(path, n))
+                     and not os.path.islink(os.path.join(path, n))), key=step_key)  # a link may lead out: not followed
+    if not ckpt.hf_weights and newest:
+        ckpt.hf_weights = [f"{newest[-1]}/{n}" for n in _listdir(os.path.join(path, newest[-1]), errors)
+                           if n in HF_WEIGHTS]
     return ckpt
 
 

@@ -23,7 +23,9 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 LOG_STAGE = (re.compile(r"zero_optimization_stage \.+ (\d)\b"), re.compile(r"Creating \S+ ZeRO stage (\d) optimizer"))
 # [ \t]*, not \s*: under MULTILINE \s crosses lines, and on a run of blank lines every line
 # start would scan the rest of the run (quadratic).
-LOG_WORLD = (re.compile(r"^[ \t]*world_size \.+ (\d+)[ \t]*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"))
+LOG_WORLD = (re.compile(r"^[ \t]*world_size \.+ (\d+)[ \t]*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"),
+             # ZeRO's refusal names the load's data-parallel size: a framework's log may print nothing else
+             re.compile(r"used a DP world size of \d+ but the current world size is (\d+)"))
 LOG_OPTIMIZER = (re.compile(r"DeepSpeed Basic Optimizer = ([A-Za-z_][\w.]*)"),)
 # engine._configure_distributed_model's "distributed groups summary"
 LOG_DP = (re.compile(r"\bself\.dp_world_size=(\d+)"),)
@@ -56,6 +58,21 @@ LOG_LOADS = re.compile(r"load_checkpoint|[Ll]oad(?:ing)? checkpoint|Unable to fi
 # files. A log with none of it (a from_pretrained or PEFT load, a run that never used DeepSpeed)
 # did not need DeepSpeed's engine state from the dir it read.
 LOG_DEEPSPEED = re.compile(r"(?i)deepspeed|_(?:model|optim)_states\.pt|global_step\d|zero_to_fp32")
+# The bare assert of state_dict_factory.check_ckpt_list: the engine globbed the tag dir for
+# model-states files named for its own stage and found none.
+LOG_NO_MODEL_STATES = re.compile(r"in check_ckpt_list\n(?:[^\n]*\n){0,4}?[^\n]*\bAssertionError[ \t]*$", re.M)
+# The optimizer shard a ZeRO load could not open: its name says the engine's precision (bf16_ or not).
+LOG_WANTED_SHARD = re.compile(r"No such file or directory: '[^'\n]*?/(bf16_)?zero_pp_rank_\d+_mp_rank_\d+_optim_states\.pt'")
+# The tag a framework passes to load_checkpoint, from its frame: accelerate's load_state passes
+# "pytorch_model" (its first model's), transformers' deepspeed_load_checkpoint none (`latest`'s).
+LOG_ACCELERATE_LOAD = re.compile(r'accelerate/accelerator\.py", line \d+, in load_state\b')
+LOG_TRANSFORMERS_LOAD = re.compile(r'transformers/(?:integrations/)?deepspeed\.py", line \d+, in deepspeed_load_checkpoint\b')
+# A path the failing load could not find, as the message names it: any FileNotFoundError, accelerate's
+# load_state, PEFT's adapter config lookup (its dir, then the file name).
+LOG_MISSING_PATH = (re.compile(r"No such file or directory: '([^'\n]{1,4096})'"),
+                    re.compile(r"Tried to find (\S{1,4096}) but folder does not exist"),
+                    re.compile(r"Can't find '([\w.-]{1,255})' at '([^'\n]{1,4096})'"))
+MAX_MISSING_PATHS = 4
 # zero_to_fp32 (deepspeed/utils/zero_to_fp32.py) read the checkpoint: its banner, or a frame of it.
 LOG_ZERO_TO_FP32 = re.compile(r"Processing zero checkpoint '|zero_to_fp32\.py\", line \d")
 # engine.load_checkpoint's warning names the dir it was given: the load dir.
@@ -88,6 +105,10 @@ class Target:
     ds_version: str | None = None  # the DeepSpeed release the loading job ran
     reader: str | None = None  # "zero_to_fp32" when the log shows that converter reading the checkpoint
     deepspeed_in_log: bool | None = None  # the log shows DeepSpeed at all (LOG_DEEPSPEED); None: no log
+    loads_latest: bool = False  # the job passed load_checkpoint no tag: DeepSpeed read `latest` (a framework's frame)
+    no_model_states: bool = False  # the load found no model-states file of its stage's naming in the tag (the log)
+    bf16_naming: bool | None = None  # the optimizer shard name the load wanted has the bf16_ prefix (the log)
+    missing_paths: list[tuple[str, str]] = field(default_factory=list)  # (a path the load did not find, its source)
     without_deepspeed: bool = False  # triage: the job did not go through DeepSpeed (no trace of it, no rule fired)
     sources: dict[str, str] = field(default_factory=dict)  # "stage" -> "--stage" / "--config" / "the log, line N"
 
@@ -207,6 +228,7 @@ def _from_log(target: Target, whole: str) -> None:
     _groups_from_log(target, text, skipped)
     _pipeline_from_log(target, whole, text, skipped)
     _launch_from_log(target, whole)
+    _lookups_from_log(target, text, skipped)
     reader = LOG_ZERO_TO_FP32.search(text)
     if reader and target.reader is None:
         target.reader, target.sources["reader"] = "zero_to_fp32", _line(text, reader.start(), skipped)
@@ -246,6 +268,28 @@ def _groups_from_log(target: Target, text: str, skipped: int) -> None:
     if groups:
         target.param_groups = max(n for n, _ in groups) + 1
         target.sources["param_groups"] = _line(text, groups[0][1], skipped)
+
+
+def _lookups_from_log(target: Target, text: str, skipped: int) -> None:
+    """What the failing load looked for, where the log does not print its settings (a framework's
+    job leaves DeepSpeed's logger at WARNING): the tag its framework passes, whether the model-states
+    glob came back empty, the optimizer shard name (its precision) it could not open."""
+    accelerate, transformers = LOG_ACCELERATE_LOAD.search(text), LOG_TRANSFORMERS_LOAD.search(text)
+    if accelerate and target.load_tag is None:
+        target.load_tag, target.sources["load_tag"] = "pytorch_model", _line(text, accelerate.start(), skipped)
+    elif transformers and target.load_tag is None:
+        target.loads_latest, target.sources["loads_latest"] = True, _line(text, transformers.start(), skipped)
+    empty = LOG_NO_MODEL_STATES.search(text)
+    if empty:
+        target.no_model_states, target.sources["no_model_states"] = True, _line(text, empty.start(), skipped)
+    for pattern in LOG_MISSING_PATH:
+        for m in pattern.finditer(text):
+            path = f"{m.group(2)}/{m.group(1)}" if pattern.groups == 2 else m.group(1)
+            if path not in {p for p, _ in target.missing_paths} and len(target.missing_paths) < MAX_MISSING_PATHS:
+                target.missing_paths.append((path, _line(text, m.start(), skipped)))
+    wanted = LOG_WANTED_SHARD.search(text)
+    if wanted and target.precision is None:
+        target.bf16_naming, target.sources["bf16_naming"] = bool(wanted.group(1)), _line(text, wanted.start(), skipped)
 
 
 def _pipeline_from_log(target: Target, whole: str, text: str, skipped: int) -> None:

@@ -102,6 +102,10 @@ REFINES: dict[str, list[str]] = {
 }
 
 RULES: dict[str, dict[str, list]] = {
+    # a framework's own file the load could not open (trainer_state.json, accelerate's scheduler.bin or
+    # its folder, PEFT's adapter_config.json): DeepSpeed's shards say nothing of it
+    **{rule: {"confirm": ["path.named_missing"], "refute": [["path.named_missing"]]}
+       for rule in ("DS-F301", "DS-F302", "DS-F303", "DS-F305")},
     "DS-F002": {"confirm": ["completeness.optim_missing"], "refute": [["completeness.optim_missing"]]},
     "DS-F003": {"confirm": ["completeness.model_missing"], "refute": [["completeness.model_missing"]]},
     # no `latest` in the dir loaded: missing from the root, or the dir loaded is the root's parent

@@ -61,10 +61,7 @@ def _same(kind: str, saved, mine) -> bool:
 def probe(ctx: ProbeContext) -> ProbeResult:
     target = ctx.target
     if target.config is None:
-        if target.precision is not None:
-            return _precision_only(ctx)
-        return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
-                       unknown="no --config given to compare with", evidence=[], command="")
+        return _without_config(ctx)
     layout = ctx.layout()
     saved = layout.ds_config if layout else None
     if saved is None:
@@ -115,24 +112,87 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    sources={"config": target.config_path and "--config" or target.sources.get("config", "?")})
 
 
-def _precision_only(ctx: ProbeContext) -> ProbeResult:
-    """No ds_config of the load, but its precision (the engine configuration DeepSpeed printed)."""
+def _without_config(ctx: ProbeContext) -> ProbeResult:
+    """No ds_config of the load: what its log still says of its precision and stage. The precision
+    DeepSpeed printed, else the optimizer shard name the load could not open (bf16_ or not); the stage
+    family its empty model-states lookup implies, where the tag it loaded holds the other naming."""
     target = ctx.target
     layout = ctx.layout()
-    saved = saved_precision(layout)
-    sources = {"precision": target.sources.get("precision", "?")}
-    if saved is None:
+    signals: list[str] = []
+    checked: list[str] = []
+    evidence: list[str] = []
+    context: list[str] = []
+    sources: dict[str, str] = {}
+    has_optim = bool(ctx.listing and ctx.listing.exists and ctx.listing.of("optim"))
+    _precision(target, layout, has_optim, signals, checked, evidence, context, sources)
+    _stage_by_elimination(ctx, layout, signals, checked, evidence, context, sources)
+    if not checked and not evidence:
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
-                       unknown="the checkpoint's saved precision could not be read", sources=sources,
-                       evidence=[f"the load runs {target.describe('precision')}"], command="")
-    differs = saved != target.precision
-    line = f"precision: saved {saved}, the load {target.describe('precision')}"
-    return outcome(NAME, signals=["precision_differs"] if differs else [], checked=["precision_differs"],
-                   complete=False, found="the load's precision differs from the saved one",
-                   clear="", unknown="no ds_config of the load to compare beyond its precision",
-                   evidence=[line + ": the optimizer shards are named and shaped per precision"] if differs else [],
-                   context=[] if differs else [line], command=_shard(ctx) and
+                       unknown="no --config given to compare with", evidence=context, command="", sources=sources)
+    return outcome(NAME, signals=signals, checked=checked, complete=False,
+                   found="the load's settings differ from the saved ones in a way that breaks loading",
+                   clear="", unknown="no ds_config of the load to compare beyond what its log shows",
+                   evidence=evidence, context=context, command=_shard(ctx) and
                    f"python -m triage.probe.safe_pickle --config {_shard(ctx)}" or "", sources=sources)
+
+
+def _precision(target, layout, has_optim: bool, signals, checked, evidence, context, sources) -> None:
+    if target.precision is not None:
+        saved = saved_precision(layout)
+        sources["precision"] = target.sources.get("precision", "?")
+        if saved is None:
+            evidence.append(f"the load runs {target.describe('precision')}; the saved precision could not be read")
+            return
+        differs, line = saved != target.precision, f"precision: saved {saved}, the load {target.describe('precision')}"
+    elif target.bf16_naming is not None and layout is not None and has_optim:
+        sources["bf16_naming"] = target.sources.get("bf16_naming", "?")
+        wanted = "bf16_zero_pp_rank_*" if target.bf16_naming else "zero_pp_rank_* (no bf16_ prefix)"
+        saved_names = "bf16_zero_pp_rank_*" if layout.bf16 else "zero_pp_rank_* (no bf16_ prefix)"
+        differs = bool(layout.bf16) != target.bf16_naming
+        line = (f"optimizer shards: the load asked for {wanted} ({sources['bf16_naming']}), the tag holds "
+                f"{saved_names}: saved {'with' if layout.bf16 else 'without'} bf16, loaded "
+                f"{'with' if target.bf16_naming else 'without'}")
+    else:
+        return
+    checked.append("precision_differs")
+    if differs:
+        signals.append("precision_differs")
+        evidence.append(line + ": the optimizer shards are named and shaped per precision")
+    else:
+        context.append(line)
+
+
+def _stage_by_elimination(ctx: ProbeContext, layout, signals, checked, evidence, context, sources) -> None:
+    """The load found no model-states file named for its stage in the tag it loaded (check_ckpt_list's
+    bare assert), and that tag holds a whole set named for the saved stage, readable by the job: so
+    the load's stage names them the other way (ZeRO-3 against 0-2). Only where nothing else explains
+    the empty lookup: another tag, a missing or unreadable file, a pipeline checkpoint."""
+    from triage.probe.checks.latest import tag_loaded
+
+    target = ctx.target
+    if target.stage is not None or not target.no_model_states or layout is None or layout.stage_family is None:
+        return
+    permission, completeness = ctx.results.get("permission"), ctx.results.get("completeness")
+    explained = ("tag_missing", "tag_empty", "model_missing", "layer_missing", "incomplete_save")
+    if (not tag_loaded(ctx) or permission is None or permission.status != "refuted" or completeness is None
+            or any(s in completeness.signals for s in explained) or ctx.listing.of("layer")
+            or not ctx.listing.of("model", "zero3_model")):
+        return
+    sources["stage"] = target.sources.get("no_model_states", "?")
+    checked.append("stage_differs")
+    saved_three = layout.stage_family == "3"
+    signals.append("stage_differs")
+    evidence.append(
+        f"the load found no model-states file in {ctx.ckpt.tag} (the bare assert in check_ckpt_list, "
+        f"{sources['stage']}), which holds {_names(ctx)}, saved with ZeRO-"
+        f"{layout.stage if layout.stage is not None else layout.stage_family}: the loading engine looks for "
+        + ("mp_rank_*_model_states.pt, so it runs ZeRO stage 0, 1 or 2" if saved_three
+           else "zero_pp_rank_*_mp_rank_*_model_states.pt, so it runs ZeRO-3"))
+
+
+def _names(ctx: ProbeContext) -> str:
+    names = [s.name for s in ctx.listing.of("model", "zero3_model")]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def saved_precision(layout) -> str | None:

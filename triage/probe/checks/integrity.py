@@ -39,10 +39,13 @@ class _Found(Findings):
 
 def probe(ctx: ProbeContext) -> ProbeResult:
     listing = ctx.listing
+    found = _Found()
+    others = _framework_files(ctx, found)
     if listing is None or not listing.exists or listing.error:
+        if others:  # no DeepSpeed tag to check, but a framework's files: those alone
+            return _result(found, others, [])
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown="no shard could be listed to check", evidence=[], command="")
-    found = _Found()
     shards = listing.shards
     # --deep reads every byte: a meter of the bytes read (triage/progress/)
     with progress.meter(f"integrity: CRC-32 of {len(shards)} shard(s)", _total(listing), show=ctx.deep) as shown:
@@ -56,15 +59,42 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             shown.update(max(0, z.size - (shown.n - before)))
             _check_shard(ctx, shard.name, z, found)
     if not found.signals:
-        found.context.append(f"{found.files} of {len(shards)} shard(s) checked: zip structure whole"
+        found.context.append(f"{found.files - others} of {len(shards)} shard(s) checked: zip structure whole"
                              + (", every record's CRC-32 verified" if ctx.deep else " (--deep also checks every CRC-32)")
                              + ", pickles readable with DeepSpeed's globals only")
-    target = shlex.quote(found.bad[0]) if found.bad else ctx.q(ctx.ckpt.tag, shards[0].name) if shards else ""
-    command = f"python3 -m zipfile -t {target}" if target else ""
+    return _result(found, others, shards, ctx)
+
+
+def _result(found: _Found, others: int, shards, ctx: ProbeContext | None = None) -> ProbeResult:
+    if others and not any(found.bad):
+        found.context.append(f"{others} file(s) of the framework beside it whole (torch zip structure, safetensors "
+                             "header against the file size)")
+    first = found.bad[0] if found.bad else None
+    target = shlex.quote(first) if first else ctx.q(ctx.ckpt.tag, shards[0].name) if shards and ctx else ""
+    command = (f"python3 -m zipfile -t {target}" if not (first or "").endswith(".safetensors")
+               else f"head -c 8 {target} | od -A d -t u8") if target else ""
     return outcome(NAME, signals=found.signals, checked=list(SIGNALS) if found.complete else [],
-                   complete=found.complete, found="a shard is damaged or unsafe",
+                   complete=found.complete, found="a shard or a framework file is damaged or unsafe",
                    clear="every shard is a whole torch.save archive", unknown="not every shard could be checked",
                    evidence=found.evidence, context=found.context, command=command)
+
+
+def _framework_files(ctx: ProbeContext, found: _Found) -> int:
+    """The framework's files beside the checkpoint (probe/framework_files.py): damaged ones are found
+    like a damaged shard. Returns how many were checked."""
+    from triage.probe import framework_files
+
+    given = ctx.ckpt.given
+    base = given if os.path.isdir(given) else os.path.dirname(given)
+    paths = framework_files.find(base)
+    for path in paths:
+        wrong = framework_files.problem(path, base)
+        found.files += 1
+        if wrong:
+            signal, detail = wrong
+            found.damaged(signal, path, f"{os.path.relpath(path, base)}: {signal}: {detail} (a file the "
+                                        "framework saved beside DeepSpeed's shards and reads on resume)")
+    return len(paths)
 
 
 def _total(listing) -> int | None:

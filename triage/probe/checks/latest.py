@@ -24,6 +24,15 @@ SIGNALS = ("latest_missing", "latest_dangling")
 TAG_UNCERTAIN = "tag_uncertain"
 
 
+def tag_loaded(ctx: ProbeContext) -> bool:
+    """The tag probed is the one the job loaded: the path given was it, the log named it (DeepSpeed's
+    checkpoint engine opening a file of it, a framework that passes it), or the job passed no tag
+    (a framework's frame says so) and `latest` names it."""
+    ckpt, target = ctx.ckpt, ctx.target
+    return bool(ckpt.tag) and (ckpt.tag_source == "given" or target.load_tag == ckpt.tag
+                               or (target.loads_latest and ckpt.tag_source == "latest"))
+
+
 def probe(ctx: ProbeContext) -> ProbeResult:
     ckpt = ctx.ckpt
     if ckpt.root is None:
@@ -66,7 +75,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             context.append(f"`latest` names {text!r}, which exists")
             if text in tags["incomplete"]:
                 context.append(f"{text} looks incomplete by its file names (see completeness)")
-    if ckpt.tag and (ckpt.tag_source == "given" or ctx.target.load_tag == ckpt.tag):
+    if tag_loaded(ctx):
         checked.append(TAG_UNCERTAIN)
     elif ckpt.tag:
         context.append(f"checked tag {ckpt.tag} ({ckpt.tag_source}); if the job passed load_checkpoint another tag, "

@@ -23,7 +23,7 @@ from triage.probe.context import ProbeContext
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "path"
-SIGNALS = ("not_found", "no_checkpoint", "no_deepspeed_state", "wrong_level", "unsafe_path")
+SIGNALS = ("not_found", "no_checkpoint", "no_deepspeed_state", "wrong_level", "unsafe_path", "named_missing")
 
 
 def probe(ctx: ProbeContext) -> ProbeResult:
@@ -58,6 +58,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                             "(*_model_states.pt, *_optim_states.pt) here")
         for path, error in ckpt.errors.items():
             context.append(f"could not list {path}: {error}")
+        _named_files(ctx, signals, checked, evidence, context)
         clear = "not a DeepSpeed checkpoint, and the job did not need one" if ctx.target.without_deepspeed else None
         return _result(signals, checked, evidence, context, f"ls -la {given}", complete=not ckpt.errors, clear=clear)
     context.append(f"checkpoint root: {ckpt.root}")
@@ -83,10 +84,45 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if unsafe:
         signals.append("unsafe_path")
         evidence += unsafe
+    _named_files(ctx, signals, checked, evidence, context)
     layout = ctx.layout()
     if layout is not None:
         context.append(f"saved layout: {layout.describe()}")
     return _result(signals, checked, evidence, context, f"ls -la {ctx.q()}; cat {ctx.q('latest')}", complete=True)
+
+
+def _named_files(ctx: ProbeContext, signals, checked, evidence, context) -> None:
+    """The files the failing load could not find (the log names them: a Trainer's trainer_state.json,
+    accelerate's scheduler.bin, a shard), looked up in the dir given: named_missing when one is not
+    there. Each is placed by the longest end of its path whose parent dir exists here."""
+    base = ctx.ckpt.given if os.path.isdir(ctx.ckpt.given) else os.path.dirname(ctx.ckpt.given)
+    for named, source in ctx.target.missing_paths:
+        here = _placed(base, named)
+        if here is None:
+            continue
+        if "named_missing" not in checked:
+            checked.append("named_missing")
+        shown = confine.shown(os.path.relpath(here, base))
+        if os.path.lexists(here):
+            context.append(f"{shown}, which the load could not find ({named}, {source}), is here")
+        else:
+            if "named_missing" not in signals:
+                signals.append("named_missing")
+            evidence.append(f"{shown} is not in {ctx.ckpt.given}: the file the load could not find ({named}, {source})")
+
+
+def _placed(base: str, named: str) -> str | None:
+    """`named` (a path from another host's log) inside `base`: its longest tail whose parent exists
+    under base, confined to it; None for a path with `..` or nothing to place."""
+    parts = [p for p in named.replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    for keep in range(len(parts), 0, -1):
+        tail = parts[len(parts) - keep:]
+        parent = os.path.join(base, *tail[:-1])
+        if os.path.isdir(parent) and confine.is_inside(base, os.path.join(parent, tail[-1])):
+            return os.path.join(parent, tail[-1])
+    return None
 
 
 def _unsafe_paths(ctx: ProbeContext) -> list[str]:
