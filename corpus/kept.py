@@ -25,6 +25,9 @@ import yaml
 
 CORPUS = Path(__file__).resolve().parent
 ARCHIVES = CORPUS / "checkpoints"
+# Beyond the healthy cases' baselines, those of the older pairs' commonest failing loads (ZeRO-2 on one
+# rank, ZeRO-3 on two): the checkpoint gate triages those loads on their checkpoints too.
+FAILING_LAYOUTS = ("z2-dp1-fp32", "z3-dp2-fp32")
 # the paths a case's command gives its job: a converter's input; the dir it loads or saves to
 _CONVERTER_PATH = re.compile(r"(?:--input_folder|zero_to_fp32(?:\.py)?)\s+(\S+)")
 _LOAD_PATH = re.compile(r"(?:--load-dir|--save-dir)\s+(\S+)")
@@ -96,15 +99,21 @@ def given(case: dict, root: Path, loaded: bool = False) -> Path:
     raise ValueError(f"{case['id']}: no checkpoint root in its command path {m.group(1)}")
 
 
+def needed() -> dict[Path, str]:
+    """archive -> a case id it serves: every healthy committed case's baseline, and FAILING_LAYOUTS'
+    for each older pair's failing loads."""
+    cases = committed_cases() + [c for c in committed_cases(kinds=("failure", "silent"))
+                                 if pair_of(c["id"]) and _entry(c["id"])["layout"] in FAILING_LAYOUTS]
+    return {archive_of(c["id"]): c["id"] for c in sorted(cases, key=lambda c: c["id"])}
+
+
 def pack(keep: Path, out: Path = ARCHIVES) -> list[Path]:
-    """Every archive committed_cases() needs, from the generator's --keep dir (`_base/<layout>` and
+    """Every archive needed(), from the generator's --keep dir (`_base/<layout>` and
     `<pair>/_base/<layout>`). Deterministic: sorted members, no times or owners, so an unchanged
     baseline packs to the same bytes."""
     written = []
-    for case_id in sorted({c["id"] for c in committed_cases()}, key=archive_of):
-        target = out / archive_of(case_id).relative_to(ARCHIVES)
-        if target in written:
-            continue
+    for archive, case_id in sorted(needed().items()):
+        target = out / archive.relative_to(ARCHIVES)
         pair, layout = pair_of(case_id), _entry(case_id)["layout"]
         source = keep.joinpath(*([pair] if pair else []), "_base", layout)
         if not source.is_dir():
@@ -137,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the scenario ids to generate (for --only): the framework cases', or a pair's")
     args = parser.parse_args(argv)
     if args.ids is not None:
-        print(",".join(sorted({c["id"].split("@")[0] for c in committed_cases() if (pair_of(c["id"]) or "") == args.ids})))
+        ids = [c["id"] for c in committed_cases()] + list(needed().values())  # one case per archive builds it
+        print(",".join(sorted({i.split("@")[0] for i in ids if (pair_of(i) or "") == args.ids})))
         return 0
     if args.keep is None:
         parser.error("--keep is required to pack")
