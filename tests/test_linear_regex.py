@@ -118,6 +118,7 @@ SOURCE_REGEXES = {
     "triage.probe.target.LOG_DEEPSPEED": "search",
     "triage.probe.target.LOG_NO_MODEL_STATES": "search",
     "triage.probe.target.LOG_MISSING_PATH": "finditer",
+    "triage.probe.target.LOG_DP_REFUSED": "search",
     "triage.probe.target.LOG_WANTED_SHARD": "search",
     "triage.probe.target.LOG_ACCELERATE_LOAD": "search",
     "triage.probe.target.LOG_TRANSFORMERS_LOAD": "search",

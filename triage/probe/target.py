@@ -23,9 +23,10 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 LOG_STAGE = (re.compile(r"zero_optimization_stage \.+ (\d)\b"), re.compile(r"Creating \S+ ZeRO stage (\d) optimizer"))
 # [ \t]*, not \s*: under MULTILINE \s crosses lines, and on a run of blank lines every line
 # start would scan the rest of the run (quadratic).
-LOG_WORLD = (re.compile(r"^[ \t]*world_size \.+ (\d+)[ \t]*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"),
-             # ZeRO's refusal names the load's data-parallel size: a framework's log may print nothing else
-             re.compile(r"used a DP world size of \d+ but the current world size is (\d+)"))
+LOG_WORLD = (re.compile(r"^[ \t]*world_size \.+ (\d+)[ \t]*$", re.M), re.compile(r"Config mesh_device \S+ world_size = (\d+)"))
+# ZeRO's refusal names the load's data-parallel size: a framework's log may print nothing else (read
+# after the engine configuration and the launch command)
+LOG_DP_REFUSED = re.compile(r"used a DP world size of \d+ but the current world size is (\d+)")
 LOG_OPTIMIZER = (re.compile(r"DeepSpeed Basic Optimizer = ([A-Za-z_][\w.]*)"),)
 # engine._configure_distributed_model's "distributed groups summary"
 LOG_DP = (re.compile(r"\bself\.dp_world_size=(\d+)"),)
@@ -228,6 +229,9 @@ def _from_log(target: Target, whole: str) -> None:
     _groups_from_log(target, text, skipped)
     _pipeline_from_log(target, whole, text, skipped)
     _launch_from_log(target, whole)
+    refused = LOG_DP_REFUSED.search(text)
+    if refused and target.world_size is None:
+        target.world_size, target.sources["world_size"] = int(refused.group(1)), _line(text, refused.start(), skipped)
     _lookups_from_log(target, text, skipped)
     reader = LOG_ZERO_TO_FP32.search(text)
     if reader and target.reader is None:
