@@ -30,12 +30,24 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from triage.probe.render import render_triage
+    from triage.classify.render import Style
+
+    rules, log, report, result = triaged(args)
+    emit_format(args.format, result.to_json, {
+        "text": lambda: brief(result) if args.quiet else render_triage(result, Style.for_stream(sys.stdout)),
+        "markdown": lambda: _markdown(rules, log.text, report, result, args),
+    })
+    return EXIT_FOUND if result.confirmed else EXIT_UNKNOWN
+
+
+def triaged(args):
+    """(rules, log, classification, triage result) for parsed `triage` options: the command without
+    its output, for callers that triage many checkpoints in one process."""
     from triage.classify.classifier import classify
     from triage.logs.inputs import read_log
     from triage.kb import load_rules
-    from triage.probe.render import render_triage
     from triage.probe.report import triage
-    from triage.classify.render import Style
 
     log = read_log(args.log)
     ctx = context_from(args, log.text)
@@ -44,12 +56,7 @@ def run(args) -> int:
         log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors,
         facts={"ckpt": ctx.ckpt.root, "tag": ctx.ckpt.tag, "config": args.config},
     )
-    result = triage(report, ctx)
-    emit_format(args.format, result.to_json, {
-        "text": lambda: brief(result) if args.quiet else render_triage(result, Style.for_stream(sys.stdout)),
-        "markdown": lambda: _markdown(rules, log.text, report, result, args),
-    })
-    return EXIT_FOUND if result.confirmed else EXIT_UNKNOWN
+    return rules, log, report, triage(report, ctx)
 
 
 def brief(result) -> str:

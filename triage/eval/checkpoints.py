@@ -60,7 +60,8 @@ class Entry:
 
 # Every category the corpus has with checkpoints, the parallel and precision facts the probes
 # read from the log (stage 0 -> 2, mp size, pipeline engine, launch command), and healthy ones
-# (plain and tensor-parallel resumes, one saved by a "newer" DeepSpeed, which loads fine).
+# (a tensor-parallel resume, one saved by a "newer" DeepSpeed, which loads fine, a dp change without
+# optimizer states).
 SUBSET = (
     Entry("zero2-dp2-optim-shard-deleted"),  # missing_file
     Entry("zero2-dp2-model-states-deleted"),  # missing_file, the same log text as a stage change
@@ -88,8 +89,7 @@ SUBSET = (
     # silent in the load, not the checkpoint: a renamed module loaded with strict=False; only the model
     # the job builds (--model) can tell
     Entry("zero2-dp1-model-renamed-nonstrict-module-only", deep=True, with_model=True),
-    Entry("resume-z2-dp2-fp32"),  # healthy
-    Entry("resume-z3-dp2-fp32"),  # healthy
+    # healthy (plain resumes on every layout are triaged by the suite's healthy-checkpoint test)
     Entry("resume-tp2-z1-fp32"),  # healthy: tp 2 on dp 1 x mp 2, DeepSpeed prints world_size 1 (its dp size)
     Entry("zero2-dp1-optim-ds-version-newer"),  # healthy: saved "by 0.99.0", loads without a word
     Entry("zero2-dp2-saved-load-dp1-no-optim"),  # healthy: dp 2 -> 1 without optimizer states (any world size)
