@@ -96,6 +96,22 @@ def test_every_site_pasted_alone_gives_a_checkpoint_cause(rules, sites, reshape,
     assert not missed, f"{len(missed)} of {len(sites)} sites not recognised:\n" + "\n".join(missed[:20])
 
 
+def test_every_site_pasted_as_its_raise_line_gives_a_checkpoint_cause(rules, sites):
+    """The source line a traceback shows above the message, copied alone (`raise ValueError(f"unknown
+    zero stage {zero_stage}")`): the template unfilled, the type named by the call."""
+    missed, tried = [], 0
+    for site in sites:
+        if not site.short_exception[:1].isupper() or site.short_exception == "AssertionError":
+            continue  # `raise e` and `assert cond, msg` name no type
+        tried += 1
+        text = f'    raise {site.short_exception}(f"{site.template}")'
+        report = classify(text, rules=rules)
+        ranked = [h.rule.id for h in report.hypotheses]
+        if not ranked or _categories(report)[0] == UNKNOWN or not set(ranked) & _not_ruled_out(site, text, rules):
+            missed.append(f"{site.where}: {text[:100]!r} -> {ranked or 'nothing'}")
+    assert tried > 50 and not missed, f"{len(missed)} of {tried} raise lines not recognised:\n" + "\n".join(missed[:20])
+
+
 def _not_ruled_out(site, text, rules):
     """The site's rules but those whose own `unless` rules them out here (DS-P103 leaves a
     "format version" message to DS-V102); {""} when none is left: any checkpoint cause will do."""

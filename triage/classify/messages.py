@@ -202,9 +202,20 @@ def _type_before(site: SiteMessage, before: str) -> str:
     key = fold(site.short_exception) + ":"
     if before.endswith(key) or (not site.short_exception[:1].isupper() and before.endswith(":")):
         return "same"
-    if site.opens_with_placeholder and key in before:
+    if _raised_as(before, fold(site.short_exception)):
         return "same"
+    if site.opens_with_placeholder and (key in before or fold(site.short_exception) + "(" in before):
+        return "same"  # the value (or, in a raise line, the unfilled placeholder) stands between
     return "other" if before.endswith(("error:", "exception:")) else "absent"
+
+
+def _raised_as(before: str, folded_type: str) -> bool:
+    """The folded text ends with the site's own raise call, `raise ValueError(f"` (a pasted source
+    line, its template unfilled): that names the type as `ValueError:` does."""
+    if not before.endswith("'"):
+        return False
+    call = before[:-1].rstrip("rfbu")  # the string's prefix: f"...", rb"..."
+    return call.endswith(folded_type + "(")
 
 
 def _framed(site: SiteMessage, exc) -> int:
