@@ -27,7 +27,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from triage.eval.checkpoints import as_user, checkpoint_of  # noqa: E402  (shared with eval --with-checkpoints)
+from triage.eval.checkpoints import _verify_fails, as_user, checkpoint_of  # noqa: E402  (shared with eval --with-checkpoints)
 
 TRIAGE = [sys.executable, "-m", "triage", "triage"]
 
@@ -41,11 +41,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     manifest = yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
     cases = [c for c in manifest if c["kind"] in ("failure", "silent")]
-    right, standing, tried, misses = 0, 0, 0, []
+    right, standing, tried, misses, silent = 0, 0, 0, [], []
     for case in cases:
-        data = _triage(case, args.ckpts)
+        # a silent fault is triaged with --deep, and `verify --deep --load-dir` of the dir its job
+        # loaded must fail, as the gate asks of its subset
+        deep = case["kind"] == "silent"
+        data = _triage(case, args.ckpts, extra=["--deep"] if deep else [])
         if data is None:
             continue
+        if deep:
+            ckpt, loaded = checkpoint_of(case, args.ckpts), checkpoint_of(case, args.ckpts, loaded=True)
+            found = (data.get("verdict") or {}).get("status") == "confirmed" and \
+                data["verdict"]["category"] == case["expected_category"]
+            silent.append((case["id"], found, _verify_fails(ckpt, loaded or ckpt)))
         verdict = data.get("verdict") or {"status": "error", "category": f"error {data.get('exit')}"}
         # the verdict's answer (confirmed or likely), and the confirmed one alone
         answer = verdict["category"]
@@ -62,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  verdict's answer (confirmed or likely) = expected category: {standing}/{tried}")
     for miss in misses:
         print("  miss: {} expected {}, confirmed {} {}; answer: {}".format(*miss))
+    print(f"  silent faults (triage --deep): found {sum(f for _, f, _ in silent)}/{len(silent)}, "
+          f"verify --deep --load-dir failed {sum(v for _, _, v in silent)}/{len(silent)}")
+    for case_id, found, failed in silent:
+        if not (found and failed):
+            print(f"  silent miss: {case_id}: found {found}, verify failed {failed}")
     if args.healthy:
         clean = [(c, _triage(c, args.ckpts, loaded=True)) for c in manifest if c["kind"] == "clean"]
         kept = [(c, d) for c, d in clean if d is not None]
@@ -74,14 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _triage(case: dict, ckpts: Path, loaded: bool = False) -> dict | None:
+def _triage(case: dict, ckpts: Path, loaded: bool = False, extra=()) -> dict | None:
     """`ds-triage triage --json` of the case's log on its kept checkpoint (loaded: the dir its load
     was given, as a healthy job's on-call would pass it); None without one."""
     ckpt = checkpoint_of(case, ckpts, loaded)
     if ckpt is None:
         return None
     out = subprocess.run(TRIAGE + ["--log", str(ROOT / "corpus" / case["log"]), "--ckpt", str(ckpt), "--json"]
-                         + as_user(case), capture_output=True, text=True, cwd=ROOT)
+                         + as_user(case) + list(extra), capture_output=True, text=True, cwd=ROOT)
     return json.loads(out.stdout) if out.stdout.strip() else {"exit": out.returncode}
 
 
