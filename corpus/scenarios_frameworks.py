@@ -69,6 +69,24 @@ def frameworks(case, lay_text):
     case("accelerate-load-dir-missing", "failure", "missing_file", acc, lay_text(acc),
          "accelerator.load_state of a directory that does not exist (a mistyped path)",
          load_dir="checkpoints/step_3")
+    # the rest of the matrix direct loads and the Trainer have: precision, permissions, the optimizer
+    case("accelerate-fp32-saved-bf16-load", "failure", "config_mismatch", acc, lay_text(acc),
+         "accelerator.load_state with mixed_precision bf16 (bf16 on in the DeepSpeed plugin)", args={"precision": "bf16"})
+    case("accelerate-zero3-fp32-saved-bf16-load", "failure", "config_mismatch", acc3, lay_text(acc3),
+         "accelerator.load_state with mixed_precision bf16 (bf16 on in the DeepSpeed plugin)", args={"precision": "bf16"})
+    case("accelerate-optim-shard-unreadable", "failure", "permission_denied", acc, lay_text(acc),
+         f"chmod 000 pytorch_model/{OPT1}; loaded as uid 65534",
+         inject=[("chmod", f"pytorch_model/{OPT1}", 0)], user="nobody")
+    case("accelerate-pytorch-model-dir-unreadable", "failure", "permission_denied", acc, lay_text(acc),
+         "chmod 700 pytorch_model/ (owner root); loaded as uid 65534",
+         inject=[("chmod", "pytorch_model", 0o700)], user="nobody")
+    case("accelerate-scheduler-unreadable", "failure", "permission_denied", acc, lay_text(acc),
+         "chmod 000 scheduler.bin; loaded as uid 65534", inject=[("chmod", "scheduler.bin", 0)], user="nobody")
+    case("accelerate-adamw-saved-sgd-load", "failure", "optimizer_mismatch", acc, lay_text(acc),
+         "accelerator.load_state with SGD(momentum) prepared in place of the AdamW that was saved",
+         args={"optimizer": "sgd"})
+    case("accelerate-zero3-optim-shard-truncated", "failure", "corrupt_file", acc3, lay_text(acc3),
+         f"pytorch_model/{OPT1} truncated to half its size", inject=[("truncate_half", f"pytorch_model/{OPT1}")])
     # ------------------------------------------------------------ TRL SFTTrainer + DeepSpeed config
     t2, t3 = "trl-z2-dp2-fp32", "trl-z3-dp2-fp32"
     case("trl-zero2-saved-stage3-resume", "failure", "zero_stage_mismatch", t2, lay_text(t2),

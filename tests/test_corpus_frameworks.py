@@ -29,6 +29,9 @@ def test_framework_scenario_runs_its_worker(sc):
     cmd = runner.build_command(sc, lay, "/ckpt")
     worker = f"corpus/workers/{lay['worker']}"
     assert worker in cmd
+    if sc.get("user") == "nobody":  # loaded as uid 65534: the same command behind setpriv
+        assert cmd[:len(runner.NOBODY)] == runner.NOBODY
+        cmd = cmd[len(runner.NOBODY):]
     if lay.get("launch") == "python":   # one plain process, no torchrun
         assert cmd[:2] == [runner.PY, worker]
     else:

@@ -65,6 +65,30 @@ def test_an_unreadable_tag_is_no_stage_change(cli):
     assert data["verdict"]["category"] == "permission_denied"
 
 
+def test_a_framework_file_the_job_cannot_read_is_found(cli):
+    # accelerate's own scheduler.bin, chmod 000 (the case's fault step): DeepSpeed's shards are all
+    # readable, so only a read of the framework's files beside them confirms the PermissionError
+    from tests import probe_checkpoints as pc
+
+    case = MANIFEST["accelerate-scheduler-unreadable"]
+    root = kept.unpack(case, pc.session_dir() / "fw-unreadable-scheduler")
+    ckpt = kept.given(case, root)
+    log = ROOT / "corpus" / case["log"]
+    proc = cli("triage", "--log", log, "--ckpt", ckpt, "--json", "--as-user", "65534")
+    data = json.loads(proc.stdout)
+    permission = {p["name"]: p for p in data["probes"]}["permission"]
+    assert permission["signals"] == ["unreadable"], permission
+    assert "scheduler.bin: cannot open it for reading" in permission["evidence"][0]
+    assert (data["verdict"]["status"], data["verdict"]["category"]) == ("confirmed", "permission_denied")
+    # root reads it: no finding, but the file closed to the job's user is named
+    data = json.loads(cli("triage", "--log", log, "--ckpt", ckpt, "--json").stdout)
+    permission = {p["name"]: p for p in data["probes"]}["permission"]
+    assert permission["signals"] == [] and data["verdict"]["status"] != "confirmed"
+    os.chmod(ckpt / "scheduler.bin", 0o644)
+    data = json.loads(cli("triage", "--log", log, "--ckpt", ckpt, "--json", "--as-user", "65534").stdout)
+    assert data["verdict"]["status"] != "confirmed"  # readable again: the log's guess is struck off
+
+
 def test_the_load_settings_a_framework_log_gives(tmp_path):
     def target(case_id):
         return from_args(None, None, None, (ROOT / "corpus" / MANIFEST[case_id]["log"]).read_text())

@@ -20,7 +20,8 @@ def main():
     acc = Accelerator(deepspeed_plugin=plugin, mixed_precision="bf16" if args.precision == "bf16" else "no")
     set_seed(42)
     model = C.llama(args.model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3) if args.optimizer == "adamw" else \
+        torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
     data = torch.utils.data.DataLoader(C.TokenData(), batch_size=2)
     model, opt, data, sched = acc.prepare(model, opt, data, sched)

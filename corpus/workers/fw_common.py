@@ -91,6 +91,7 @@ def parser(doc):
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--model", default="base", choices=sorted(LLAMA))
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw", help="what the job prepares (fw_accelerate)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--save-dir", help="train --steps steps and save there")
     g.add_argument("--load-dir", help="resume / load from there")

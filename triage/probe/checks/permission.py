@@ -1,8 +1,8 @@
 """permission: can the loading user reach and read everything the load opens?
 
 Checks the execute bit of every directory from / down to the tag dir, that the root and the tag
-dir can be listed, and a real read (open + 4 bytes, O_NOATIME where allowed) of `latest` and
-every shard. Each failure names the mode, the owner and who was checked. When root is refused, an
+dir can be listed, and a real read (open + 4 bytes, O_NOATIME where allowed) of `latest`, every
+shard and every file a framework saved beside them. Each failure names the mode, the owner and who was checked. When root is refused, an
 NFS mount with root_squash is the usual reason (/proc/mounts says whether the path is on NFS).
 The checks run as you, or with --as-user as the job's user (triage/probe/as_user.py): root
 itself ignores permission bits.
@@ -44,6 +44,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     listing = ctx.listing
     if listing and listing.exists and not listing.error:
         files += [os.path.join(listing.path, s.name) for s in listing.shards]
+    files += _framework_files(ckpt, files)
     access = as_user.run_as(who, _access_check, chain, dirs, files)
     if "error" in access:
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
@@ -70,9 +71,19 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     target = denied_paths[0] if denied_paths else (files[-1] if files else ckpt.root)
     found = "something the load opens is not readable by " + ("you" if ctx.as_user is None else who.name)
     return outcome(NAME, signals=signals, checked=checked, complete=True, found=found,
-                   clear="every directory and shard is reachable and readable", unknown="", evidence=evidence,
+                   clear="every directory, shard and framework file is reachable and readable", unknown="", evidence=evidence,
                    context=context, command=f"namei -l {_q(target)}; id" + (f" {who.name}" if ctx.as_user else ""),
                    facts={"unreadable": access["unreadable"], "checked_as": who.describe()})
+
+
+def _framework_files(ckpt, files: list[str]) -> list[str]:
+    """The files a framework saved beside the shards (accelerate's scheduler.bin, the Trainer's
+    rng_state.pth: probe/framework_files.py): a resume opens them too, and one the job may not read
+    fails it with the same PermissionError."""
+    from triage.probe import framework_files
+
+    base = ckpt.given if os.path.isdir(ckpt.given) else os.path.dirname(ckpt.given)
+    return [path for path in framework_files.find(base) if path not in files]
 
 
 def _access_check(chain: list[str], dirs: list[str], files: list[str]) -> dict:
