@@ -109,7 +109,9 @@ def test_the_benchmark_fleet_in_fluent_bit_records_across_two_files(spark, rules
             incident["lines"][end] += cut if incident["files"].pop(end) == second else 0
         del incident["files"]
     assert same(got) == same(want)
-    assert spans <= 1
+    # the cut is crossed (else the two files would test nothing), at most once a pod: a stream has
+    # one incident open at a time
+    assert 1 <= spans <= 12
 
 
 def test_a_missing_input_is_bad_input(spark, tmp_path):

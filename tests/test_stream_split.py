@@ -1,4 +1,5 @@
-"""A file read by several processes (split.py) gives what one process gives, to the byte.
+"""A file read by several processes (split.py) gives what one process gives, to the byte (but
+for the summary's count of records decoded, a count of work).
 
 Fleets made of whole real corpus logs (corpus/fleet_log.py), plain and as Fluent Bit records of
 12 pods, are cut at many line starts: where nothing is open (a child's part is taken, its
@@ -8,6 +9,7 @@ read here instead). Every cut gives the incidents and the counts of one process 
 
 import json
 import os
+import time
 
 import pytest
 
@@ -18,6 +20,12 @@ from triage.stream.source import pump
 from triage.stream.split import pump_parts
 
 
+def _counts(summary: dict) -> dict:
+    """The summary but its time and `records`: the records decoded, a count of work, which a
+    child's part started with no stream known can make larger (the incidents are not changed)."""
+    return {k: v for k, v in summary.items() if k not in ("seconds", "records")}
+
+
 def _run(rules, path, starts=None, limits=None):
     out = []
     triage = StreamTriage(rules, out.append, limits=limits)
@@ -26,7 +34,7 @@ def _run(rules, path, starts=None, limits=None):
         taken = pump_parts(fd, triage, starts, os.path.getsize(path)) if starts else pump(fd, triage)
     finally:
         os.close(fd)
-    summary = {k: v for k, v in triage.summary().items() if k != "seconds"}
+    summary = _counts(triage.summary())
     return [json.dumps(i, sort_keys=True) for i in out], summary, taken
 
 
@@ -66,11 +74,30 @@ def test_a_cut_inside_an_incident_is_read_here(rules, fleet_file):
     assert taken == 0
 
 
+def _quiet_starts(rules, data: bytes) -> list[int]:
+    """The line starts at which one process reading the data has nothing open (no incident, no
+    line cut): where a child's part can begin or end and still be taken."""
+    triage = StreamTriage(rules, lambda incident: None)
+    quiet, at = [], 0
+    for line in data.splitlines(keepends=True):
+        if at and not triage.assembler.busy:
+            quiet.append(at)
+        now = time.monotonic()
+        triage.feed(line, now)
+        triage.tick(now)
+        at += len(line)
+    return quiet
+
+
 def test_many_parts_over_several_children_give_one_process_answer(rules, fleet_file):
-    """16 parts, 5 a child: those that begin and end with nothing open are taken from the
-    children (the others are read here)."""
+    """16 parts, 5 a child, cut where one process has nothing open and once right inside a
+    traceback: exactly the parts that begin and end with nothing open are taken from the
+    children (the others are read here). The cuts come from the data, not from where its logs
+    happen to fall."""
     path, data, want = fleet_file
-    starts = [0, *_line_starts(data, 15)]
+    quiet = _quiet_starts(rules, data)
+    inside = data.find(b"\n", data.index(b"Traceback (most recent call last):")) + 1
+    starts = sorted({0, inside, *(quiet[len(quiet) * k // 15] for k in range(1, 15))})
     out = []
     triage = StreamTriage(rules, out.append)
     fd = os.open(path, os.O_RDONLY)
@@ -78,9 +105,11 @@ def test_many_parts_over_several_children_give_one_process_answer(rules, fleet_f
         taken = pump_parts(fd, triage, starts, len(data), per_child=5)
     finally:
         os.close(fd)
-    summary = {k: v for k, v in triage.summary().items() if k != "seconds"}
+    summary = _counts(triage.summary())
     assert ([json.dumps(i, sort_keys=True) for i in out], summary) == want
-    assert taken >= 1, taken
+    ends = set(quiet) | {len(data)}
+    takeable = sum(start in ends and end in ends for start, end in zip(starts[1:], starts[2:] + [len(data)]))
+    assert taken == takeable >= 10, (taken, takeable)
 
 
 def test_more_streams_than_remembered_make_the_part_read_here(rules, fleet, tmp_path):  # noqa: F811
@@ -91,9 +120,19 @@ def test_more_streams_than_remembered_make_the_part_read_here(rules, fleet, tmp_
     state cannot see; so every part is read here. (Past max_streams the scanner's answer
     depends on where its blocks end, as its text says: only the refusal is compared here.)"""
     limits = Limits(max_streams=8)
-    got, _, taken = _run(rules, path, [0, *_line_starts(data, 15)], limits=limits)
+    # cut only once every pod has written (before that, fewer than 8 streams may be open, and a
+    # part is rightly taken), and where nothing is open, so that only the limit refuses a part
+    pods = set()
+    for n, line in enumerate(data.splitlines(keepends=True)):
+        pods.add(json.loads(line)["kubernetes"]["pod_name"])
+        if len(pods) == 12:
+            break
+    all_started = sum(map(len, data.splitlines(keepends=True)[:n + 1]))
+    quiet = [at for at in _quiet_starts(rules, data) if at > all_started]
+    starts = [0, *sorted({quiet[len(quiet) * k // 15] for k in range(15)})]
+    got, _, taken = _run(rules, path, starts, limits=limits)
     assert got and taken == 0
-    assert _run(rules, path, [0, *_line_starts(data, 15)])[2] > 0  # the same cuts are taken without the limit
+    assert _run(rules, path, starts)[2] > 0  # the same cuts are taken without the limit
 
 
 def test_a_large_file_is_cut_at_line_starts_into_shares_and_parts(tmp_path):
@@ -150,6 +189,6 @@ def test_pump_with_jobs_cuts_a_large_enough_file_and_gives_the_same_answer(rules
         pump(fd, triage, jobs=2)
     finally:
         os.close(fd)
-    summary = {k: v for k, v in triage.summary().items() if k != "seconds"}
+    summary = _counts(triage.summary())
     assert ([json.dumps(i, sort_keys=True) for i in out], summary) == want
     assert len(taken) == 1  # it was cut (whether each part was taken depends on where incidents stand)

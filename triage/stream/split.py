@@ -14,7 +14,9 @@ carried into it can change it:
   here by the line this process's stream remembered for that check, if any.
 
 A part that cannot be taken is read here, after the parts before it: the answer is always one
-process's answer, at worst no sooner; cutting a share into parts makes an incident open at a
+process's answer (the incidents and every count of the summary but `records`, the records
+decoded: a child that starts a part knowing no stream decodes some lines one process skips),
+at worst no sooner; cutting a share into parts makes an incident open at a
 cut cost one part, not the share. The incidents are classified here, in input order. The
 file is read up to the size it had when reading began (a log still being written is for a
 pipe: `tail -f LOG | ds-triage stream`). `tests/test_stream_split.py` compares both on corpus
