@@ -94,13 +94,13 @@ def test_a_model_changed_since_the_save_is_reproduced_from_torchs_own_error_in_t
 def test_a_timeout_kills_the_real_load_and_every_process_it_started(tmp_path):
     marker = f"ds-triage-test-{uuid.uuid4()}"
     started = tmp_path / "started"
-    run = terminal.run("probe", pc.scenario(pc.HEALTHY), "--reproduce", "--model-factory", HANG, "--timeout", "25",
+    run = terminal.run("probe", pc.scenario(pc.HEALTHY), "--reproduce", "--model-factory", HANG, "--timeout", "12",
                        terminal=False, env=dict(ext_env(), DS_TRIAGE_TEST_MARK=marker,
                                                 DS_TRIAGE_TEST_STARTED=str(started)))
     assert run.code == 6 and run.stdout == "", run.stderr
     lines = run.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("ds-triage: error: the real DeepSpeed load ("), lines
-    assert "ran past the time limit of 25 s and was stopped: " in lines[0]
+    assert "ran past the time limit of 12 s and was stopped: " in lines[0]
     assert "process(es) killed (torchrun and the ranks it had started)" in lines[0]
     assert "--timeout SECONDS" in lines[0]
     killed = int(lines[0].split("was stopped: ")[1].split(" process")[0])
@@ -126,10 +126,10 @@ def test_a_timeout_stops_a_converter_and_writes_nothing(tmp_path):
 def test_a_timeout_of_the_verifying_load_puts_latest_back(tmp_path):
     root = pc.copy_of("zero2-dp1-latest-points-to-missing-tag", "timeout")
     previous = (root / "latest").read_text()
-    run = terminal.run("repair", "latest", root, "--apply", "--model-factory", HANG, "--timeout", "20", terminal=False,
+    run = terminal.run("repair", "latest", root, "--apply", "--model-factory", HANG, "--timeout", "10", terminal=False,
                        env=ext_env())
     assert run.code == 6, run.stderr
-    assert "ran past the time limit of 20 s" in run.stderr and f"restored {root / 'latest'}" in run.stderr
+    assert "ran past the time limit of 10 s" in run.stderr and f"restored {root / 'latest'}" in run.stderr
     assert (root / "latest").read_text() == previous
 
 

@@ -9,6 +9,7 @@ digits become `N`, any other variable part `...`; anchors and lookarounds are dr
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from triage.kb.sre import op as C, parser as sre
 
@@ -23,16 +24,22 @@ _SPACE = "\x02"
 def texts(pattern: str, limit: int = MAX_VARIANTS) -> list[str]:
     """The texts a regex stands for, most literal first, at most `limit`; [] for a regex
     that is all variable parts (`.+`) or cannot be parsed."""
+    return list(_texts(pattern, limit))
+
+
+@lru_cache(maxsize=4096)
+def _texts(pattern: str, limit: int) -> tuple[str, ...]:
+    # cached: the runbook's index reads every rule's regexes at each search (the chat asks many)
     try:
         parsed = sre.parse(pattern)
     except (re.error, RecursionError, OverflowError):
-        return []
+        return ()
     out: list[str] = []
     for variant in _sequence(list(parsed), limit):
         text = _finish(variant)
         if text and text != GAP and text not in out:
             out.append(text)
-    return out
+    return tuple(out)
 
 
 def text(pattern: str) -> str:
