@@ -16,6 +16,12 @@ def pytest_configure(config):
     here (xdist workers too) takes Python's own handler back, which exec resets to the default."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # One build of DeepSpeed's CPU shm op for the whole suite: triage's own real loads (and every
+    # process they start) use the corpus runs' cache, not torch's default one, which would be
+    # compiled a second time while the tests that need it wait on torch's build lock.
+    from corpus.generate import EXT_CACHE
+
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(EXT_CACHE))
 
 
 def pytest_collection_modifyitems(items):
