@@ -68,10 +68,20 @@ def test_probe_meters_only_the_work_that_reads_every_byte():
     assert quick.stdout == deep_only.replace("every record's CRC-32 verified", "(--deep also checks every CRC-32)")
 
 
+@pytest.fixture(scope="module")
+def some_cases(tmp_path_factory):
+    """A corpus dir of real cases of each kind: what the meter counts, not the whole corpus's
+    scores (tests/test_eval.py has those)."""
+    from tests.test_eval_pastes import small_corpus
+
+    return small_corpus(tmp_path_factory.mktemp("corpus"), per_kind=12)
+
+
 @pytest.mark.parametrize("on_terminal, options, shown", WHEN[:4], ids=WHEN_IDS[:4])
-def test_eval_counts_the_logs_classified(on_terminal, options, shown, rule_cache):
-    run = terminal.run("eval", *options, terminal=on_terminal, env={"XDG_CACHE_HOME": rule_cache})
-    count = sum(1 for case in yaml.safe_load((CORPUS / "manifest.yaml").read_text()) if case.get("log"))
+def test_eval_counts_the_logs_classified(on_terminal, options, shown, rule_cache, some_cases):
+    run = terminal.run("eval", some_cases, *options, terminal=on_terminal, env={"XDG_CACHE_HOME": rule_cache})
+    count = sum(1 for case in yaml.safe_load((some_cases / "manifest.yaml").read_text()) if case.get("log"))
+    assert count == 36
     assert run.code in (0, 1) and run.stdout.startswith("corpus "), run.stderr
     assert (f"eval: logs classified: 100%" in run.stderr) is shown
     if shown:
