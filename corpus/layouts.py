@@ -33,10 +33,11 @@ _TRAINER = dict(worker="fw_trainer.py", framework="transformers Trainer", packag
 LAYOUTS["trainer-z2-dp2-fp32"] = dict(stage=2, dp=2, precision="fp32", **_TRAINER)
 LAYOUTS["trainer-z3-dp2-fp32"] = dict(stage=3, dp=2, precision="fp32", **_TRAINER)
 LAYOUTS["trainer-z2-dp2-bf16"] = dict(stage=2, dp=2, precision="bf16", **_TRAINER)
-LAYOUTS["accelerate-z2-dp2-fp32"] = dict(stage=2, dp=2, precision="fp32", worker="fw_accelerate.py",
-                                         framework="accelerate", packages=["accelerate", "transformers"])
-LAYOUTS["accelerate-z3-dp2-fp32"] = dict(stage=3, dp=2, precision="fp32", worker="fw_accelerate.py",
-                                         framework="accelerate", packages=["accelerate", "transformers"])
+_ACCELERATE = dict(worker="fw_accelerate.py", framework="accelerate", packages=["accelerate", "transformers"])
+LAYOUTS["accelerate-z2-dp2-fp32"] = dict(stage=2, dp=2, precision="fp32", **_ACCELERATE)
+LAYOUTS["accelerate-z3-dp2-fp32"] = dict(stage=3, dp=2, precision="fp32", **_ACCELERATE)
+LAYOUTS["accelerate-z2-dp1-fp32"] = dict(stage=2, dp=1, precision="fp32", **_ACCELERATE)
+LAYOUTS["accelerate-z2-dp2-bf16"] = dict(stage=2, dp=2, precision="bf16", **_ACCELERATE)
 # TRL's SFTTrainer: a transformers Trainer subclass with its own dataset preparation and config
 _TRL = dict(worker="fw_trl.py", framework="TRL SFTTrainer", packages=["trl", "transformers", "accelerate", "datasets"])
 LAYOUTS["trl-z2-dp2-fp32"] = dict(stage=2, dp=2, precision="fp32", **_TRL)

@@ -87,6 +87,21 @@ def frameworks(case, lay_text):
          args={"optimizer": "sgd"})
     case("accelerate-zero3-optim-shard-truncated", "failure", "corrupt_file", acc3, lay_text(acc3),
          f"pytorch_model/{OPT1} truncated to half its size", inject=[("truncate_half", f"pytorch_model/{OPT1}")])
+    # ZeRO-3's own files (one model-states file a rank, partitioned parameters)
+    z3ms = "pytorch_model/zero_pp_rank_0_mp_rank_00_model_states.pt"
+    case("accelerate-zero3-model-states-deleted", "failure", "missing_file", acc3, lay_text(acc3),
+         f"deleted {z3ms}", inject=[("delete", z3ms)])
+    case("accelerate-zero3-model-states-truncated", "failure", "corrupt_file", acc3, lay_text(acc3),
+         f"{z3ms} truncated to half its size", inject=[("truncate_half", z3ms)])
+    case("accelerate-zero3-state-from-other-run", "failure", "model_mismatch", acc3, lay_text(acc3),
+         "load_state of another run's save_state: the model has hidden size 96, the checkpoint 64",
+         args={"model": "hidden"})
+    # the other direction of the world-size and precision changes: a job grown from 1 rank to 2, bf16 off
+    acc1, accb = "accelerate-z2-dp1-fp32", "accelerate-z2-dp2-bf16"
+    case("accelerate-dp1-saved-load-dp2", "failure", "parallelism_mismatch", acc1, lay_text(acc1),
+         "accelerator.load_state on 2 ranks (world size 1 -> 2)", args={"nproc": 2})
+    case("accelerate-bf16-saved-fp32-load", "failure", "config_mismatch", accb, lay_text(accb),
+         "accelerator.load_state with mixed_precision no (bf16 off in the DeepSpeed plugin)", args={"precision": "fp32"})
     # ------------------------------------------------------------ TRL SFTTrainer + DeepSpeed config
     t2, t3 = "trl-z2-dp2-fp32", "trl-z3-dp2-fp32"
     case("trl-zero2-saved-stage3-resume", "failure", "zero_stage_mismatch", t2, lay_text(t2),

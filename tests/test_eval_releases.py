@@ -131,3 +131,36 @@ def test_committed_corpus_shows_each_framework_beside_direct_loads(cli):
     assert {"DeepSpeed directly", "accelerate", "transformers Trainer", "transformers + PEFT"} <= set(by_framework)
     assert sum(row["cases"] for row in by_framework.values()) == data["accuracy"]["cases"]
     assert sum(row["clean"] for row in by_framework.values()) == data["clean"]["cases"]
+
+
+def test_the_yardstick_is_direct_loads_on_the_newest_pair_and_names_the_rows_below_it():
+    def case(case_id, expected, guess, release, framework=None):
+        guesses = (Guess("DS-X001", guess, 0.8),) if guess else ()
+        return Outcome(Case(case_id, f"cases/{case_id}.log", "failure", expected, None, None, release, framework), guesses)
+
+    result = evaluate([
+        case("a", ZERO, ZERO, NEW), case("b", ZERO, MISSING, NEW),            # direct, newest: 1 of 2
+        case("c", ZERO, ZERO, OLD), case("d", ZERO, ZERO, OLD),               # direct, older pair: 2 of 2
+        case("e", ZERO, ZERO, NEW, "accelerate"), case("f", ZERO, None, NEW, "accelerate"),
+        case("g", ZERO, None, NEW, "accelerate"),                             # accelerate: 1 of 3, below
+        case("h", ZERO, ZERO, NEW, "transformers Trainer"),                   # 1 of 1
+    ])
+    data = result.to_json()["accuracy"]["direct_newest"]
+    assert (data["release"], data["cases"], data["top1"]) == (NEW, 2, 1)
+    line = next(line for line in render(result, "corpus", 1).splitlines() if line.startswith("yardstick:"))
+    assert "on deepspeed 0.19.8" in line and "1 of 2 (50.0%)" in line
+    # the newest pair's row (framework cases too: 3 of 6) equals the yardstick, so is not below it
+    assert line.endswith("below it: accelerate 33.3%")
+
+
+def test_committed_corpus_yardstick_counts_the_newest_pairs_direct_loads(cli):
+    data = json.loads(cli("eval", "--json").stdout)["accuracy"]
+    manifest = {e["id"]: e for e in yaml.safe_load((CORPUS / "manifest.yaml").read_text())}
+    newest = max({(e["deepspeed"], e["torch"]) for e in manifest.values() if e.get("deepspeed")},
+                 key=lambda pair: tuple(int(n) for n in pair[0].split(".")))
+    direct = [e for e in manifest.values() if e["kind"] in ("failure", "silent")
+              and (e["deepspeed"], e["torch"]) == newest and not (e.get("layout") or {}).get("framework")]
+    yardstick = data["direct_newest"]
+    assert yardstick["release"] == release_of(*newest) and yardstick["cases"] == len(direct) >= 100
+    assert yardstick["top1"] == len(direct) - len(set(yardstick["missed"]))
+    assert set(yardstick["missed"]) <= {e["id"] for e in direct}

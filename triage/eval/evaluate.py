@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from triage.eval.ambiguity import same_log_groups, unreachable
-from triage.eval.releases import ReleaseTally, by_framework, by_release
+from triage.eval.releases import ReleaseTally, by_framework, by_release, direct_newest
 
 SCHEMA_VERSION = 1
 KINDS = ("failure", "silent", "negative", "clean")
@@ -128,6 +128,7 @@ class Evaluation:
     top3_gate: float | None = None  # the field set's top-3 goal; None: not gated
     by_release: dict[str, ReleaseTally] = field(default_factory=dict)
     by_framework: dict[str, ReleaseTally] = field(default_factory=dict)
+    direct_newest: tuple[str, ReleaseTally] | None = None  # (release label, tally): the rows' yardstick
 
     @property
     def top1_ceiling(self) -> int:
@@ -177,6 +178,8 @@ class Evaluation:
                 "by_category": {c: t.to_json() for c, t in sorted(self.by_category.items())},
                 "by_release": {r: t.to_json() for r, t in self.by_release.items()},
                 "by_framework": {f: t.to_json() for f, t in self.by_framework.items()},
+                "direct_newest": {"release": self.direct_newest[0], **self.direct_newest[1].to_json()}
+                if self.direct_newest else None,
             },
             "confusion": {e: dict(sorted(row.items())) for e, row in sorted(self.confusion.items())},
             "negatives": {
@@ -257,7 +260,7 @@ def evaluate(outcomes: list[Outcome], top1_gate: float = TOP1_GATE, top3_gate: f
     result = Evaluation(counts, overall, by_category, confusion, misclassified, negatives, diagnosed,
                         clean, fired, rule_cases, rule_wrong, list(outcomes), same_log_groups(printed),
                         top1_gate=top1_gate, top3_gate=top3_gate, by_release=by_release(outcomes, Tally),
-                        by_framework=by_framework(outcomes, Tally))
+                        by_framework=by_framework(outcomes, Tally), direct_newest=direct_newest(outcomes, Tally))
     result.gates = gates(result, top1_gate, top3_gate)
     return result
 

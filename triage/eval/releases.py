@@ -71,6 +71,24 @@ def by_framework(outcomes, tally_type) -> dict[str, ReleaseTally]:
     return {label: result[label] for label in sorted(result, key=lambda label: (label != DIRECT, label))}
 
 
+def direct_newest(outcomes, tally_type) -> tuple[str, ReleaseTally] | None:
+    """(release label, tally) of the loads through DeepSpeed itself on the newest release pair the
+    corpus holds: the yardstick each framework's and older pair's row is read against. None: no
+    direct case records its release."""
+    direct = [o for o in outcomes if not o.case.framework and o.case.release]
+    if not direct:
+        return None
+    newest = max({o.case.release for o in direct}, key=_order)
+    return newest, _tallies([o for o in direct if o.case.release == newest], tally_type, lambda case: newest)[newest]
+
+
+def below(rows: dict[str, ReleaseTally], yardstick: ReleaseTally) -> list[str]:
+    """The labels of `rows` whose top-1 rate is lower than the yardstick's."""
+    mark = yardstick.labelled.top1 / yardstick.labelled.cases if yardstick.labelled.cases else 0.0
+    return [label for label, row in rows.items()
+            if row.labelled.cases and row.labelled.top1 / row.labelled.cases < mark]
+
+
 def _tallies(outcomes, tally_type, label_of) -> dict[str, ReleaseTally]:
     result: dict[str, ReleaseTally] = {}
     for outcome in outcomes:

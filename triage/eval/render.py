@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from triage.eval.evaluate import Evaluation, Guess, Outcome
-from triage.eval.releases import render_groups
+from triage.eval.releases import DIRECT, below, render_groups
 
 
 def table(rows: list[list[str]], right: set[int] = frozenset(), indent: str = "  ") -> list[str]:
@@ -32,7 +32,8 @@ def render(result: Evaluation, corpus: str, rule_count: int, set_name: str = "co
     label = "corpus" if set_name == "corpus" else f"{set_name} set"
     out = [f"{label} {corpus}: {counts['total']} logs ({kinds}); {rule_count} rules", ""]
     out += _accuracy(result) + [""] + render_groups("accuracy per release pair", result.by_release, table, _pct)
-    out += render_groups("accuracy per framework", result.by_framework, table, _pct) + _confusion(result) + [""]
+    out += render_groups("accuracy per framework", result.by_framework, table, _pct) + _yardstick(result)
+    out += _confusion(result) + [""]
     out += _negatives(result) + _clean(result) + _rules(result) + [""]
     out += _misclassified(result) + [""] + _same_log(result) + [""]
     worst = result.worst
@@ -41,6 +42,19 @@ def render(result: Evaluation, corpus: str, rule_count: int, set_name: str = "co
     verdict = "pass" if result.passed else "FAIL"
     out.append(f"gates: {verdict}: " + "; ".join(g.detail for g in result.gates))
     return "\n".join(out) + "\n"
+
+
+def _yardstick(result: Evaluation) -> list[str]:
+    """The direct loads on the newest release pair, and the rows (pairs, frameworks) below them."""
+    if not result.direct_newest or not (result.by_framework or len(result.by_release) > 1):
+        return []
+    release, tally = result.direct_newest
+    t = tally.labelled
+    rows = {**result.by_release, **{k: v for k, v in result.by_framework.items() if k != DIRECT}}
+    low = [f"{label} {_pct(r.labelled.top1, r.labelled.cases).strip()}" for label, r in rows.items()
+           if label != release and label in below(rows, tally)]
+    return [f"yardstick: DeepSpeed directly on {release}: top-1 {t.top1} of {t.cases} ({_pct(t.top1, t.cases).strip()});"
+            f" below it: {', '.join(low) or 'none'}", ""]
 
 
 def _accuracy(result: Evaluation) -> list[str]:
