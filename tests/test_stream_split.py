@@ -117,8 +117,10 @@ def test_more_streams_than_remembered_make_the_part_read_here(rules, fleet, tmp_
     path = tmp_path / "fleet.jsonl"
     path.write_bytes(data)
     """12 pods, 8 remembered: one process drops streams, which a child reading from an empty
-    state cannot see; so every part is read here. (Past max_streams the scanner's answer
-    depends on where its blocks end, as its text says: only the refusal is compared here.)"""
+    state cannot see; so a part is read here unless its streams fit beside those held here.
+    (Past max_streams the scanner's answer depends on where its blocks end, as its text says:
+    only the refusals are compared here. Which parts still fit depends on where the fleet's
+    logs fall, so the count refused is compared with the same cuts read without the limit.)"""
     limits = Limits(max_streams=8)
     # cut only once every pod has written (before that, fewer than 8 streams may be open, and a
     # part is rightly taken), and where nothing is open, so that only the limit refuses a part
@@ -131,8 +133,10 @@ def test_more_streams_than_remembered_make_the_part_read_here(rules, fleet, tmp_
     quiet = [at for at in _quiet_starts(rules, data) if at > all_started]
     starts = [0, *sorted({quiet[len(quiet) * k // 15] for k in range(15)})]
     got, _, taken = _run(rules, path, starts, limits=limits)
-    assert got and taken == 0
-    assert _run(rules, path, starts)[2] > 0  # the same cuts are taken without the limit
+    assert got
+    unlimited = _run(rules, path, starts)[2]
+    # without the limit, most of these cuts are taken; with it, most are refused
+    assert taken < len(starts) // 2 < unlimited, (taken, unlimited, len(starts))
 
 
 def test_a_large_file_is_cut_at_line_starts_into_shares_and_parts(tmp_path):
