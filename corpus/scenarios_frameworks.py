@@ -8,6 +8,8 @@ from corpus.layouts import TAG as T
 CK = "checkpoint-3"   # the Trainer saves every 3 steps: <output_dir>/checkpoint-3/global_step3
 OPT1 = "zero_pp_rank_1_mp_rank_00_optim_states.pt"
 TRAINER = "transformers Trainer: trainer.train(resume_from_checkpoint=...)"
+LIGHTNING_CONVERT = ("import sys; from lightning.pytorch.utilities.deepspeed import convert_zero_checkpoint_to_fp32_state_dict; "
+                     "convert_zero_checkpoint_to_fp32_state_dict(sys.argv[1], sys.argv[2])")
 LIGHTNING = ["{py}", "-m", "torch.distributed.run", "--nproc_per_node=2", "corpus/workers/fw_lightning.py",
              "--stage", "2", "--load-dir", "{ckpt}/last.ckpt"]
 
@@ -137,6 +139,28 @@ def frameworks(case, lay_text):
              "its 8-byte header length overwritten with 2**40")]:
         case(id, "failure", "corrupt_file", pre, lay_text(pre),
              f"model/model.safetensors {what}; AutoModelForCausalLM.from_pretrained", inject=[inj], load_dir="model")
+    # ------------------------------------------------------------ Lightning's ZeRO converter (runs on CPU)
+    # Lightning's DeepSpeedStrategy cannot save on CPU (below), but its converter
+    # (convert_zero_checkpoint_to_fp32_state_dict, what Lightning's docs give to get the weights
+    # out of a DeepSpeed dir) runs anywhere: here on checkpoints DeepSpeed saved directly.
+    for id, lay, inj, given, category, what in [
+            ("lightning-convert-tag-dir-given", "z2-dp2-fp32", [], f"{{ckpt}}/{T}", "missing_file",
+             f"the tag dir ({T}) given where the dir holding `latest` is expected"),
+            ("lightning-convert-latest-deleted", "z2-dp2-fp32", [("delete", "latest")], "{ckpt}", "missing_file",
+             "deleted latest"),
+            ("lightning-convert-optim-shard-deleted", "z2-dp2-fp32", [("delete", f"{T}/{OPT1}")], "{ckpt}",
+             "missing_file", f"deleted {T}/{OPT1}"),
+            ("lightning-convert-optim-shard-truncated", "z2-dp2-fp32", [("truncate_half", f"{T}/{OPT1}")], "{ckpt}",
+             "corrupt_file", f"{T}/{OPT1} truncated to half its size"),
+            ("lightning-convert-zero3-rank0-model-states-deleted", "z3-dp2-fp32",
+             [("delete", f"{T}/zero_pp_rank_0_mp_rank_00_model_states.pt")], "{ckpt}", "missing_file",
+             f"deleted {T}/zero_pp_rank_0_mp_rank_00_model_states.pt (DeepSpeed's part reads the other rank's; "
+             "Lightning's own step then opens rank 0's)"),
+            ("lightning-convert-zero0-checkpoint", "z0-dp1-fp32", [], "{ckpt}", "zero_stage_mismatch",
+             "a stage-0 (non-ZeRO) checkpoint given to the ZeRO converter")]:
+        case(id, "failure", category, lay, lay_text(lay),
+             f"{what}; Lightning's convert_zero_checkpoint_to_fp32_state_dict", run="cmd", inject=inj,
+             argv=["{py}", "-c", LIGHTNING_CONVERT, given, "{ckpt}/lightning_model.pt"], packages=["lightning"])
     # ------------------------------------------------------------ Lightning DeepSpeedStrategy
     case("lightning-deepspeed-resume-on-cpu", "negative", "unknown", None,
          "Lightning Trainer(strategy=DeepSpeedStrategy(stage=2)) on 2 CPU ranks, fit(ckpt_path=...)",
