@@ -91,6 +91,8 @@ def given(case: dict, root: Path, loaded: bool = False) -> Path:
     m = _CONVERTER_PATH.search(case["command"]) or (_LOAD_PATH.search(case["command"]) if loaded else None)
     if not m:
         return root
+    if loaded and _entry(case["id"]).get("load_dir") == "..":  # the dir above the checkpoint, as the job had it
+        return root.parent
     parts = Path(m.group(1)).parts
     for anchor in (case["id"].split("@")[0], "_base"):
         if anchor in parts:

@@ -38,6 +38,8 @@ LAYOUTS["accelerate-z2-dp2-fp32"] = dict(stage=2, dp=2, precision="fp32", **_ACC
 LAYOUTS["accelerate-z3-dp2-fp32"] = dict(stage=3, dp=2, precision="fp32", **_ACCELERATE)
 LAYOUTS["accelerate-z2-dp1-fp32"] = dict(stage=2, dp=1, precision="fp32", **_ACCELERATE)
 LAYOUTS["accelerate-z2-dp2-bf16"] = dict(stage=2, dp=2, precision="bf16", **_ACCELERATE)
+# save_state killed after DeepSpeed's first file (as killed-save-z2-dp1-fp32 for a direct save)
+LAYOUTS["killed-save-accelerate-z2-dp1-fp32"] = dict(stage=2, dp=1, precision="fp32", kill_after_saves=1, **_ACCELERATE)
 # TRL's SFTTrainer: a transformers Trainer subclass with its own dataset preparation and config
 _TRL = dict(worker="fw_trl.py", framework="TRL SFTTrainer", packages=["trl", "transformers", "accelerate", "datasets"])
 LAYOUTS["trl-z2-dp2-fp32"] = dict(stage=2, dp=2, precision="fp32", **_TRL)

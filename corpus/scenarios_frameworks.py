@@ -104,6 +104,19 @@ def frameworks(case, lay_text):
          "accelerator.load_state on 2 ranks (world size 1 -> 2)", args={"nproc": 2})
     case("accelerate-bf16-saved-fp32-load", "failure", "config_mismatch", accb, lay_text(accb),
          "accelerator.load_state with mixed_precision no (bf16 off in the DeepSpeed plugin)", args={"precision": "fp32"})
+    # the path and interrupted-save cells of the direct matrix (zero2-dp1-load-parent-dir,
+    # zero2-dp1-load-global-step-dir-explicit-tag, killed-save-zero2-load-explicit-tag): accelerate always
+    # passes its tag, so each fails where a direct load with tag=None returns quietly
+    case("accelerate-load-tag-dir", "failure", "missing_file", acc, lay_text(acc),
+         "accelerator.load_state given pytorch_model/ (the DeepSpeed tag dir inside the checkpoint) for the "
+         "checkpoint dir", load_dir="pytorch_model")
+    case("accelerate-load-parent-dir", "failure", "missing_file", acc, lay_text(acc),
+         "accelerator.load_state given the dir above the checkpoint dir", load_dir="..")
+    killed = "killed-save-accelerate-z2-dp1-fp32"
+    case("accelerate-killed-save-load", "failure", "partial_checkpoint", killed,
+         "accelerate, ZeRO-2, dp 1; save_state SIGKILLed after DeepSpeed wrote the model states file",
+         "save interrupted (simulated preemption): no optimizer shard, `latest`, scheduler.bin or RNG state; "
+         "accelerator.load_state of it")
     # ------------------------------------------------------------ TRL SFTTrainer + DeepSpeed config
     t2, t3 = "trl-z2-dp2-fp32", "trl-z3-dp2-fp32"
     case("trl-zero2-saved-stage3-resume", "failure", "zero_stage_mismatch", t2, lay_text(t2),

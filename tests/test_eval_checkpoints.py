@@ -208,6 +208,17 @@ def test_eval_with_checkpoints_meets_the_gate(cli, tmp_path):
     silent = [o for o in ckpts["outcomes"] if o["id"] in {e.id for e in SUBSET if e.deep}]
     assert silent and all(o["confirmed"] and o["verify_failed"] for o in silent), silent
     assert data["accuracy"]["top1_rate"] < 0.95  # the log-only gate it replaces would fail
+    # the reason for the consistency probe: a real resume from exchanged shards exits 0 (the gate
+    # checked that) and prints no warning; `triage` of its log finds nothing without --deep (with it,
+    # the gate's outcome: confirmed, from the probes, as the log holds no error)
+    swapped = "z2-dp2-fp32-optim-shards-swapped"
+    text = (tmp_path / "work" / "out" / "silent" / f"{swapped}.log").read_text(errors="replace")
+    assert "load_checkpoint returned load_path=" in text, text[-3000:]
+    assert "Traceback" not in text and "WARNING" not in text and "Error" not in text
+    shallow = json.loads(cli("triage", "--log", tmp_path / "work" / "out" / "silent" / f"{swapped}.log",
+                             "--ckpt", tmp_path / "work" / swapped, "--json").stdout)
+    assert shallow["verdict"]["status"] == "unknown" and shallow["findings"] == []
+    assert {(o["id"], o["status"], o["category"]) for o in silent} >= {(swapped, "confirmed", "corrupt_file")}
 
 
 def test_work_and_baselines_go_with_with_checkpoints(cli, tmp_path):

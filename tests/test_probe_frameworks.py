@@ -43,6 +43,25 @@ def test_the_same_log_of_two_causes_is_told_apart_by_the_checkpoint(cli, tmp_pat
     assert probes["config"]["signals"] == []  # an empty lookup a missing file explains says nothing of the stage
 
 
+def test_a_load_one_level_off_is_no_stage_change(cli, tmp_path):
+    # load_state given pytorch_model/ (the tag dir) or the dir above the checkpoint: the same bare
+    # AssertionError as a stage change, on a whole ZeRO-2 checkpoint. Where the load looked is what
+    # tells them apart: with it (--load-dir) a wrong path is confirmed, without it (the tag dir
+    # given alone) the empty lookup is not put down to the stage.
+    case = MANIFEST["accelerate-load-tag-dir"]
+    log = ROOT / "corpus" / case["log"]
+    root = kept.unpack(case, tmp_path / "ckpt")
+    for load_dir in (root / "pytorch_model", root.parent):
+        data = json.loads(cli("triage", "--log", log, "--ckpt", root, "--load-dir", load_dir, "--json").stdout)
+        probes = {p["name"]: p for p in data["probes"]}
+        assert (data["verdict"]["status"], data["verdict"]["category"]) == ("confirmed", "missing_file"), load_dir
+        assert "wrong_level" in probes["path"]["signals"] and probes["config"]["signals"] == [], load_dir
+    data = json.loads(cli("triage", "--log", log, "--ckpt", root / "pytorch_model", "--json").stdout)
+    probes = {p["name"]: p for p in data["probes"]}
+    assert probes["config"]["signals"] == [] and "stage_differs" not in probes["config"]["checked"]
+    assert data["verdict"]["status"] != "confirmed", data["verdict"]
+
+
 def test_a_stage_change_through_the_trainer_is_confirmed_both_ways(cli, tmp_path):
     for case_id, engine in (("trainer-zero2-saved-stage3-resume", "ZeRO-3"), ("trl-zero3-saved-stage2-resume", "0, 1 or 2")):
         data, probes = triage(cli, case_id, tmp_path)

@@ -12,7 +12,10 @@ from corpus.workers import fw_common as C  # noqa: E402
 
 
 def main():
-    args = C.parser(__doc__).parse_args()
+    p = C.parser(__doc__)
+    p.add_argument("--kill-after-saves", type=int, default=0,
+                   help="SIGKILL this rank after DeepSpeed wrote N of its files (preemption mid-save_state)")
+    args = p.parse_args()
     from accelerate import Accelerator, DeepSpeedPlugin
     from accelerate.utils import set_seed
 
@@ -25,6 +28,9 @@ def main():
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)
     data = torch.utils.data.DataLoader(C.TokenData(), batch_size=2)
     model, opt, data, sched = acc.prepare(model, opt, data, sched)
+    if args.kill_after_saves:
+        from corpus.workers.train_save import kill_after
+        kill_after(model, args.kill_after_saves)  # the DeepSpeedEngine accelerate wrapped the model in
     if args.load_dir:
         C.log(f"accelerator.load_state({args.load_dir!r})")
         acc.load_state(args.load_dir)

@@ -322,32 +322,46 @@ def _one(entry: Entry, scenario: dict, corpus, work: Path, base: Path, log) -> O
 def committed(work: Path, pool, log) -> list[Outcome]:
     """Every corpus case whose checkpoint is a committed baseline (corpus/kept.py: saved through a
     framework or by an older release pair, whose venvs CI does not build) that needs no step of its
-    job's own venv: unpacked with its fault steps and triaged with its real log. No DeepSpeed run."""
+    job's own venv: unpacked with its fault steps and triaged with its real log. No DeepSpeed run but
+    a silent fault's `verify --deep`. Triaged here, one after another: ~150 checkpoints, each a tenth
+    of a second in this process and three times that as a command (the command is what the scenarios
+    made above run)."""
     from corpus import kept
 
     cases = [c for c in kept.committed_cases(kinds=("failure", "silent", "clean")) if kept.archive_of(c["id"]).exists()]
-    return list(pool.map(lambda case: _one_committed(case, kept, work, log), cases))
+    made = list(pool.map(lambda case: _unpack(case, kept, work, log), cases))
+    for outcome, dirs in made:
+        if dirs:
+            _triage_here(outcome, *dirs[:2], dirs[3])
+    deep = [(outcome, dirs) for outcome, dirs in made if dirs and outcome.deep]
+    for (outcome, dirs), failed in zip(deep, pool.map(lambda m: _verify_fails(m[1][1], m[1][2]), deep)):
+        outcome.verify_failed = failed
+    return [outcome for outcome, _ in made]
 
 
-def _one_committed(case: dict, kept, work: Path, log) -> Outcome:
+def _unpack(case: dict, kept, work: Path, log) -> tuple[Outcome, tuple | None]:
+    """(its outcome to fill, (the log, the dir to triage, the dir its load was given, triage's options)),
+    unpacked with its fault steps; no dirs when that failed."""
     deep = case["kind"] == "silent"
     outcome = Outcome(case["id"], HEALTHY if case["kind"] == "clean" else case["expected_category"], deep=deep)
     started = time.monotonic()
     try:
         root = kept.unpack(case, work / case["id"])
-        ckpt = kept.given(case, root)
+        ckpt, loaded = kept.given(case, root), kept.given(case, root, loaded=True)
     except (Exception, SystemExit) as exc:
         outcome.error = f"not made: {exc}"
         log(f"{case['id']}: {outcome.error}")
-        return outcome
-    # healthy: the dir its load was given, as the healthy benchmark does (a Trainer's output dir)
-    if case["kind"] == "clean":
-        ckpt = kept.given(case, root, loaded=True)
-    _triage(outcome, Path(kept.CORPUS) / case["log"], ckpt, as_user(case) + (["--deep"] if deep else []))
-    if deep:
-        outcome.verify_failed = _verify_fails(ckpt, kept.given(case, root, loaded=True))
+        return outcome, None
     outcome.seconds = time.monotonic() - started
-    return outcome
+    # healthy: the dir its load was given, as the healthy benchmark does (a Trainer's output dir); a
+    # failure: its checkpoint, and the dir the job gave its load as on-call reads it from the job's
+    # command line, when that is another (one level off, say)
+    options = as_user(case) + (["--deep"] if deep else [])
+    if case["kind"] == "clean":
+        ckpt = loaded
+    elif loaded != ckpt:
+        options += ["--load-dir", str(loaded)]
+    return outcome, (Path(kept.CORPUS) / case["log"], ckpt, loaded, options)
 
 
 def _make_silent(entry: dict, silent, generate, runner, work: Path, base: Path):
@@ -401,6 +415,25 @@ def _triage(outcome: Outcome, log_path: Path, ckpt: Path, options: list[str]) ->
     except ValueError:
         outcome.error = f"triage exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:] or ''}"
         return
+    verdict = data["verdict"]
+    outcome.status, outcome.category, outcome.rule_id = verdict["status"], verdict["category"], verdict["rule_id"]
+    outcome.findings = list(data.get("findings", []))
+
+
+def _triage_here(outcome: Outcome, log_path: Path, ckpt: Path, options: list[str]) -> None:
+    """_triage in this process: `ds-triage triage ... --json`'s report without a new interpreter."""
+    from triage.cli import build_parser, parse
+    from triage.cli.triage import triaged
+
+    started = time.monotonic()
+    argv = ["triage", "--log", str(log_path), "--ckpt", str(ckpt), "--json", *options]
+    try:
+        data = triaged(parse(build_parser("triage"), argv))[3].to_json()
+    except (Exception, SystemExit) as exc:  # what the command would have exited non-zero on
+        outcome.error = f"triage failed: {type(exc).__name__}: {exc}"
+        return
+    finally:
+        outcome.seconds = (outcome.seconds or 0) + time.monotonic() - started
     verdict = data["verdict"]
     outcome.status, outcome.category, outcome.rule_id = verdict["status"], verdict["category"], verdict["rule_id"]
     outcome.findings = list(data.get("findings", []))

@@ -166,7 +166,8 @@ def _stage_by_elimination(ctx: ProbeContext, layout, signals, checked, evidence,
     """The load found no model-states file named for its stage in the tag it loaded (check_ckpt_list's
     bare assert), and that tag holds a whole set named for the saved stage, readable by the job: so
     the load's stage names them the other way (ZeRO-3 against 0-2). Only where nothing else explains
-    the empty lookup: another tag, a missing or unreadable file, a pipeline checkpoint."""
+    the empty lookup: another tag, a missing or unreadable file, a pipeline checkpoint, a load dir one
+    level off."""
     from triage.probe.checks.latest import tag_loaded
 
     target = ctx.target
@@ -174,6 +175,13 @@ def _stage_by_elimination(ctx: ProbeContext, layout, signals, checked, evidence,
         return
     permission, completeness = ctx.results.get("permission"), ctx.results.get("completeness")
     explained = ("tag_missing", "tag_empty", "model_missing", "layer_missing", "incomplete_save")
+    path = ctx.results.get("path")
+    # the dir the load looked in must be this checkpoint: not one known to be a level off, nor a tag
+    # dir given with no word of what the job passed (it may have passed just that: one level off). A
+    # Trainer output dir is not one: the Trainer hands DeepSpeed the checkpoint-N inside it.
+    if ((path is not None and "wrong_level" in path.signals)
+            or (ctx.ckpt.given_kind == "tag_dir" and target.load_dir is None)):
+        return
     if (not tag_loaded(ctx) or permission is None or permission.status != "refuted" or completeness is None
             or any(s in completeness.signals for s in explained) or ctx.listing.of("layer")
             or not ctx.listing.of("model", "zero3_model")):
