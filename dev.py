@@ -64,9 +64,10 @@ def main(argv: list[str]) -> int:
         return subprocess.run([str(BIN / "ds-triage"), "classify", str(DEMO_LOG), *argv[1:]], env=env()).returncode
     if what == "test":
         setup("full")
-        # One worker per core, each file on one worker (its module fixtures, real checkpoints
-        # among them, are built once); `-n 0` after `test` runs it in this process.
-        parallel = ["-n", "auto", "--dist", "loadfile"]
+        # One worker per core; a worker that runs out of tests steals from the other, so none
+        # idles while the other waits on a lock for baselines or runs a long file alone
+        # (loadfile: 664 s on 2 cores, worksteal: 574 s); `-n 0` after `test` runs it here.
+        parallel = ["-n", "auto", "--dist", "worksteal"]
         code = subprocess.run([str(PY), "-m", "pytest", "-q", *parallel, *argv[1:]], cwd=ROOT, env=env()).returncode
         return 1 if code == 5 else code  # 5: no tests collected is a failure, not a pass
     print(__doc__, file=sys.stderr)

@@ -117,6 +117,27 @@ def frameworks(case, lay_text):
          "accelerate, ZeRO-2, dp 1; save_state SIGKILLed after DeepSpeed wrote the model states file",
          "save interrupted (simulated preemption): no optimizer shard, `latest`, scheduler.bin or RNG state; "
          "accelerator.load_state of it")
+    # the direct matrix's remaining cells that accelerate's load_state reaches with these layouts, chosen
+    # before any was run: same-size damage (zeros, random bytes), an unreadable model-states file, a layer
+    # added or removed since the save, torch's forced weights_only. Not mirrored (no accelerate layout or
+    # worker hook for them): ZeRO-1's ds_version check, param groups, SGD saved, universal, a killed load.
+    ms = "pytorch_model/mp_rank_00_model_states.pt"
+    for id, lay, f, fn in [("accelerate-optim-shard-zeroed", acc, f"pytorch_model/{OPT1}", "zero_fill"),
+                           ("accelerate-optim-shard-random", acc, f"pytorch_model/{OPT1}", "random_fill"),
+                           ("accelerate-zero3-optim-shard-zeroed", acc3, f"pytorch_model/{OPT1}", "zero_fill"),
+                           ("accelerate-model-states-zeroed", acc, ms, "zero_fill"),
+                           ("accelerate-model-states-random", acc, ms, "random_fill")]:
+        what = {"zero_fill": "overwritten with zero bytes (same size)", "random_fill": "overwritten with random bytes (same size)"}[fn]
+        case(id, "failure", "corrupt_file", lay, lay_text(lay), f"{f} {what}", inject=[(fn, f)])
+    case("accelerate-model-states-unreadable", "failure", "permission_denied", acc, lay_text(acc),
+         f"chmod 000 {ms}; loaded as uid 65534", inject=[("chmod", ms, 0)], user="nobody")
+    case("accelerate-model-extra-layer", "failure", "model_mismatch", acc, lay_text(acc),
+         "accelerator.load_state into the model with a third decoder layer (2 saved)", args={"model": "layers3"})
+    case("accelerate-model-removed-layer", "failure", "model_mismatch", acc, lay_text(acc),
+         "accelerator.load_state into the model with one decoder layer (2 saved)", args={"model": "layers1"})
+    case("accelerate-load-torch-force-weights-only", "failure", "unsafe_load_blocked", acc, lay_text(acc),
+         "healthy checkpoint; TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 in the environment",
+         env={"TORCH_FORCE_WEIGHTS_ONLY_LOAD": "1"})
     # ------------------------------------------------------------ TRL SFTTrainer + DeepSpeed config
     t2, t3 = "trl-z2-dp2-fp32", "trl-z3-dp2-fp32"
     case("trl-zero2-saved-stage3-resume", "failure", "zero_stage_mismatch", t2, lay_text(t2),

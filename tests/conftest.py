@@ -25,8 +25,8 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    """The files of real DeepSpeed runs first: run in parallel (`dev.py test` passes `-n auto
-    --dist loadfile`), a minute-long file collected last would run alone at the end."""
+    """The tests of real DeepSpeed runs first: run in parallel (`dev.py test` passes `-n auto
+    --dist worksteal`), a minute-long test collected last would run alone at the end."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -13,6 +13,8 @@ import torch
 LLAMA = {
     "base": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2),
     "hidden": dict(hidden_size=96, intermediate_size=192, num_hidden_layers=2),
+    "layers3": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3),
+    "layers1": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1),
 }
 VOCAB, SEQ = 256, 16
 
