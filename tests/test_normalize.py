@@ -99,6 +99,16 @@ def test_noise_does_not_change_the_incident(name, transform):
     assert _signature(decoded) == expected
 
 
+@pytest.mark.parametrize("transform", [_iso, _cri, _python_logging, _transformers, _loguru], ids=lambda t: t.__name__.strip("_"))
+@pytest.mark.parametrize("name", ["zero2-dp1-load-torch-force-weights-only", "accelerate-load-torch-force-weights-only"])
+def test_a_collectors_timestamp_on_every_line_keeps_a_ranks_whole_message(name, transform):
+    """torch's weights_only refusal is several paragraphs, the last unindented after an empty line
+    torch leaves untagged; a collector's timestamp outside `[rankN]:` is on that last line too, and
+    must not read as a new record of the rank that ends the message early."""
+    text = LOGS[name]
+    assert "\n\n" in text and "Check the documentation of torch.load" in _signature(text)[0][1]
+    assert _signature(decode_log(transform(text).encode(), name).text) == _signature(text)
+
 def test_progress_bar_redraw_keeps_last_state():
     [line] = normalize("step 1/10\rstep 5/10\rstep 10/10")
     assert line.text == "step 10/10"

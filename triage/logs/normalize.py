@@ -189,6 +189,10 @@ def _strip(raw: str) -> tuple[str, int | None, bool, int, bool]:
         if number is not None:
             rank = int(number)  # the innermost label wins: srun's "0: [rank1]:" is torch rank 1
             torch_tag = match.group("r1") is not None
+            if torch_tag:
+                # a timestamp outside torch's rank tag is a collector's, on every line of that rank's
+                # stream (a message's unindented lines too): a record of the rank is tagged inside it
+                tagged = False
         tagged = tagged or match.group("tag") is not None
         labels += match.group("tag") is None
         pos = match.end()
