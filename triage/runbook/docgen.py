@@ -59,11 +59,16 @@ def older_sites(sites, rules) -> list[tuple[object, list[str], list[str]]]:
 
 def rule_sources(rules: RuleSet) -> dict[str, Path]:
     """Rule id -> its file. The validator makes every file name start with its rule's id."""
+    ids = {rule.id for rule in rules.rules}
     out = {}
     for path in rule_files(rules.directory):
-        for rule in rules.rules:
-            if path.stem == rule.id or path.stem.startswith(rule.id + "-"):
-                out[rule.id] = path
+        # the id is the stem or a prefix of it ending before a dash: looked up, not compared with
+        # every rule (a runbook page spent 70 ms here over 101 rules)
+        stem = path.stem
+        cuts = [stem] + [stem[:i] for i, c in enumerate(stem) if c == "-"]
+        for cut in cuts:
+            if cut in ids:
+                out[cut] = path
     return out
 
 
