@@ -11,7 +11,7 @@ import pytest
 from corpus import kept
 from tests import probe_checkpoints as pc
 from tests.conftest import ROOT
-from triage.eval.checkpoints import CONFIRMED_MIN, RIGHT_MIN, SUBSET, CheckpointEval, Outcome
+from triage.eval.checkpoints import CANARIES, CONFIRMED_MIN, RIGHT_MIN, SUBSET, CheckpointEval, Outcome
 
 
 def scored(*outcomes) -> CheckpointEval:
@@ -186,8 +186,10 @@ def test_eval_with_checkpoints_meets_the_gate(cli, tmp_path):
             if not os.path.lexists(link):
                 shared.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(base / f"{name}{suffix}")
-    proc = cli("eval", "--with-checkpoints", "--work", tmp_path / "work", "--baselines", shared, "--json",
-               timeout=1800)
+    # the subset's loads are those the corpus logs committed: here only the canaries (a failing load, a
+    # healthy one) and the silent faults' resumes run; `eval --with-checkpoints` alone runs every load
+    proc = cli("eval", "--with-checkpoints", "--committed-logs", "--work", tmp_path / "work", "--baselines", shared,
+               "--json", timeout=1800)
     data = json.loads(proc.stdout)
     ckpts = data["checkpoints"]
     misses = [o for o in ckpts["outcomes"] if not (o["confirmed"] or (o["expected"] is None and not o["flagged"]))]
@@ -208,6 +210,10 @@ def test_eval_with_checkpoints_meets_the_gate(cli, tmp_path):
     silent = [o for o in ckpts["outcomes"] if o["id"] in {e.id for e in SUBSET if e.deep}]
     assert silent and all(o["confirmed"] and o["verify_failed"] for o in silent), silent
     assert data["accuracy"]["top1_rate"] < 0.95  # the log-only gate it replaces would fail
+    loaded_here = {p.stem for p in (tmp_path / "work" / "out").rglob("*.log")}
+    assert set(CANARIES) <= loaded_here and "zero2-dp2-optim-shard-deleted" not in loaded_here, loaded_here
+    canaries = [o for o in ckpts["outcomes"] if o["id"] in CANARIES]
+    assert len(canaries) == 2 and all(o["confirmed"] or (o["expected"] is None and not o["flagged"]) for o in canaries)
     # the reason for the consistency probe: a real resume from exchanged shards exits 0 (the gate
     # checked that) and prints no warning; `triage` of its log finds nothing without --deep (with it,
     # the gate's outcome: confirmed, from the probes, as the log holds no error)
@@ -222,5 +228,6 @@ def test_eval_with_checkpoints_meets_the_gate(cli, tmp_path):
 
 
 def test_work_and_baselines_go_with_with_checkpoints(cli, tmp_path):
-    proc = cli("eval", "--work", tmp_path)
-    assert proc.returncode == 2 and b"--with-checkpoints" in proc.stderr
+    for option in (["--work", tmp_path], ["--committed-logs"]):
+        proc = cli("eval", *option)
+        assert proc.returncode == 2 and b"--with-checkpoints" in proc.stderr

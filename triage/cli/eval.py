@@ -40,6 +40,10 @@ def register(subparsers) -> None:
     parser.add_argument("--baselines", metavar="DIR", help="with --with-checkpoints: the trained baselines, reused "
                         "when there, kept for the next run (default: ~/.cache/ds-triage-corpus/eval-baselines/<DeepSpeed, torch "
                         "and worker-code fingerprint>)")
+    parser.add_argument("--committed-logs", action="store_true",
+                        help="with --with-checkpoints: load only a failing and a healthy scenario here; triage the "
+                        "others with their committed corpus logs, on checkpoints made again without their loads "
+                        "(the silent faults' resumes still run)")
     parser.set_defaults(run=run)
 
 
@@ -74,11 +78,12 @@ def run(args) -> int:
         from triage.eval import checkpoints as with_ckpts
 
         checkpoints = with_ckpts.run(work=Path(args.work) if args.work else None,
-                                     baselines=Path(args.baselines) if args.baselines else None)
-    elif args.work or args.baselines:
+                                     baselines=Path(args.baselines) if args.baselines else None,
+                                     committed_logs=args.committed_logs)
+    elif args.work or args.baselines or args.committed_logs:
         from triage.errors import UsageError
 
-        raise UsageError("--work and --baselines go with --with-checkpoints")
+        raise UsageError("--work, --baselines and --committed-logs go with --with-checkpoints")
     pastes = None
     if args.pastes:
         from triage.eval import pastes as paste_curve

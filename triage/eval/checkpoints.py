@@ -94,6 +94,11 @@ SUBSET = (
     Entry("zero2-dp1-optim-ds-version-newer"),
 )
 
+# With committed_logs, the scenarios still loaded here: a failing load and a healthy one, the canary that
+# the installed DeepSpeed still fails (or loads) as the committed logs say. The silent faults' resumes
+# always run: their logs are not committed (a resume that prints nothing is the point).
+CANARIES = ("zero3-saved-stage2-load-dp2", "zero2-dp1-optim-ds-version-newer")
+
 
 @dataclass
 class Outcome:
@@ -248,9 +253,13 @@ def default_baselines() -> Path:
     return Path.home() / ".cache" / "ds-triage-corpus" / "eval-baselines" / generate.baseline_fingerprint()
 
 
-def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None, log=None) -> CheckpointEval:
+def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None, log=None,
+        committed_logs: bool = False) -> CheckpointEval:
     """Make each entry's scenario in `work` (a temporary dir by default, removed afterwards), with the
-    baselines trained once in `baselines` (default: default_baselines()), and triage it."""
+    baselines trained once in `baselines` (default: default_baselines()), and triage it. committed_logs:
+    a scenario with a committed corpus log and no step before its load (but CANARIES) is not loaded: its
+    checkpoint is made (baseline copied, fault injected) and triaged with that log, as the committed
+    framework and older-release cases are."""
     generate, runner, silent, table = _generator()
     unknown = [e.id for e in entries if e.id not in table]
     if unknown:
@@ -282,7 +291,8 @@ def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None,
             # the longest first (those with a training run before their load), so no lane idles at the end
             longest_first = sorted(entries, key=lambda e: not table[e.id].get("pre"))
             done = dict(zip(longest_first, pool.map(
-                lambda e: _one(e, table[e.id], (generate, runner, silent), work, base, log), longest_first)))
+                lambda e: _one(e, table[e.id], (generate, runner, silent), work, base, log,
+                                 committed_logs and e.id not in CANARIES), longest_first)))
             outcomes = [done[e] for e in entries]
             outcomes += committed(work / "committed", pool, log)
     finally:
@@ -291,13 +301,16 @@ def run(entries=SUBSET, work: Path | None = None, baselines: Path | None = None,
     return CheckpointEval(outcomes, time.monotonic() - started)
 
 
-def _one(entry: Entry, scenario: dict, corpus, work: Path, base: Path, log) -> Outcome:
+def _one(entry: Entry, scenario: dict, corpus, work: Path, base: Path, log, committed_log: bool = False) -> Outcome:
     generate, runner, silent = corpus
+    case = _manifest().get(scenario["id"]) if committed_log and not scenario.get("pre") else None
     expected = HEALTHY if scenario["kind"] == "clean" else scenario["category"]
     outcome = Outcome(entry.id, expected, deep=entry.deep)
     started = time.monotonic()
     try:
-        if any(scenario["id"] == s["id"] for s in silent.SILENT):
+        if case is not None:
+            ckpt, loaded, log_path, user = _made_without_load(scenario, case, generate, work, base)
+        elif any(scenario["id"] == s["id"] for s in silent.SILENT):
             ckpt, loaded, log_path, user = _make_silent(scenario, silent, generate, runner, work, base)
         else:
             case = generate.run_scenario(scenario, work, base, work / "out", True)
@@ -362,6 +375,38 @@ def _unpack(case: dict, kept, work: Path, log) -> tuple[Outcome, tuple | None]:
     elif loaded != ckpt:
         options += ["--load-dir", str(loaded)]
     return outcome, (Path(kept.CORPUS) / case["log"], ckpt, loaded, options)
+
+
+def _manifest() -> dict[str, dict]:
+    import yaml
+
+    from corpus import kept
+
+    return {c["id"]: c for c in yaml.safe_load((Path(kept.CORPUS) / "manifest.yaml").read_text())}
+
+
+def _made_without_load(scenario: dict, case: dict, generate, work: Path, base: Path):
+    """A scenario's checkpoint as its job left it before the load (its baseline copied, its fault
+    injected), and its committed corpus log: (checkpoint, the dir loaded, the log, triage's options)."""
+    from corpus import faults, kept
+    from corpus.layouts import LAYOUTS
+
+    generate.build_base(scenario["layout"], base, False)
+    holder = work / "from-corpus" / scenario["id"]  # alone in its dir: a load one level up sees only it
+    holder.mkdir(parents=True)
+    for path in (holder.parent, holder):
+        path.chmod(0o755)  # the scenarios loaded as another user must reach their copies
+    root = holder / scenario["layout"]
+    shutil.copytree(base / scenario["layout"], root, symlinks=True)
+    if scenario.get("user") == "nobody":
+        faults.make_world_readable(str(root))
+    if scenario.get("inject"):
+        faults.apply(str(root / LAYOUTS[scenario["layout"]].get("sub", "")), scenario["inject"])
+    ckpt, loaded = kept.given(case, root), kept.given(case, root, loaded=True)
+    # the committed log names the paths of the generator's run, not these: the dir the job gave its load,
+    # when another, is read from the job's command line, as for the committed cases (_unpack)
+    options = as_user(case) + (["--load-dir", str(loaded)] if loaded != ckpt else [])
+    return ckpt, loaded, Path(kept.CORPUS) / case["log"], options
 
 
 def _make_silent(entry: dict, silent, generate, runner, work: Path, base: Path):
