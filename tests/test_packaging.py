@@ -5,6 +5,7 @@ Examples are checked by `rules lint` and the suite, never when classifying: a co
 without the corpus still diagnoses.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -50,8 +51,10 @@ def test_the_wheel_carries_rules_examples_schemas_and_typing(wheel):
 def test_a_fresh_venv_with_only_the_wheel_diagnoses_the_demo_log(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # without the caller's PYTHONPATH: a checkout's egg-info on it makes pip think ds-triage is installed
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True, text=True,
-                          timeout=900)
+                          timeout=900, env=clean)
     assert done.returncode == 0, done.stderr[-3000:]
     outside = tmp_path / "elsewhere"
     outside.mkdir()
