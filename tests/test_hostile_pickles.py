@@ -122,3 +122,18 @@ def test_a_model_file_over_a_cap_is_bad_input_in_one_line():
                           capture_output=True, text=True, timeout=TIMEOUT, preexec_fn=_one_gib)
     assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "nesting deeper than 100" in proc.stderr, proc.stderr
+
+
+def test_a_string_with_an_invalid_escape_warns_nothing_even_under_w_error():
+    """A protocol-0 STRING opcode holding `\\h`: pickletools and pickle warn of it (DeprecationWarning),
+    which `-W error` or PYTHONWARNINGS=error would turn into a traceback out of the probe."""
+    import warnings
+
+    from triage.probe.safe_pickle import read_shard
+
+    root = pc.copy_of(pc.HEALTHY, "invalid-escape")
+    hp.add_key(root / MODEL, "client", b"S'\\h'\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        meta = read_shard(str(root / MODEL))
+    assert meta.error is None and meta.ds_config, meta.error  # the rest of the shard is read as before

@@ -14,8 +14,10 @@ opcodes, depth under 20), and low enough that the whole probe stays far below 1 
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import pickletools
+import warnings
 
 MAX_OPCODES = 1_000_000
 MAX_CONTAINERS = 500_000  # objects an opcode creates (lists, dicts, sets, tuples, calls)
@@ -37,62 +39,76 @@ class OverCap(pickle.UnpicklingError):
     """The pickle goes over one of the caps: the message names which."""
 
 
+@contextlib.contextmanager
+def quiet_string_escapes():
+    """A STRING opcode with an invalid escape (\\h) makes pickle and pickletools warn, an error under
+    -W error: a stranger's bytes get no say on the user's terminal or exit."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
 def prescan(data) -> None:
     """Raise OverCap if the stream is over a cap, UnpicklingError if it is not a pickle at all.
     `data`: bytes, or a binary file, read up to its next STOP (a legacy .pt holds several pickles)."""
-    stack: list[list[int]] = []  # one cell [depth] per stack item; shared with the memo and DUP
-    marks: list[int] = []
-    memo: dict[int, list[int]] = {}
-    opcodes = containers = items = 0
     try:
-        for op, arg, _pos in pickletools.genops(data):
-            opcodes += 1
-            if opcodes > MAX_OPCODES:
-                raise OverCap(f"more than {MAX_OPCODES} opcodes")
-            kind, to_mark, count, pushes = _SHAPE[op.name]
-            if arg is not None:
-                _check_arg(op.name, arg)
-            if kind == "mark":
-                marks.append(len(stack))
-            elif kind == "put":
-                index = len(memo) if arg is None else arg  # MEMOIZE has no argument
-                if index > MAX_MEMO:
-                    raise OverCap(f"memo index {index} over {MAX_MEMO}")
-                if stack:
-                    memo[index] = stack[-1]
-            elif kind == "get":
-                stack.append(memo.get(arg, [0]) if op.name != "DUP" else stack[-1] if stack else [0])
-            else:
-                popped: list = []
-                if to_mark:
-                    begin = marks.pop() if marks else 0
-                    popped, stack[begin:] = stack[begin:], []
-                if count:
-                    popped += stack[-count:]
-                    del stack[-count:]
-                depth = 1
-                for cell in popped:
-                    if cell[0] >= depth:
-                        depth = cell[0] + 1
-                if depth > MAX_DEPTH:
-                    raise OverCap(f"nesting deeper than {MAX_DEPTH}")
-                if kind == "mutate":  # APPEND(S), SETITEM(S), ADDITEMS, BUILD: into the container below
-                    items += len(popped)
-                    if items > MAX_ITEMS:
-                        raise OverCap(f"more than {MAX_ITEMS} container elements")
-                    if stack and stack[-1][0] < depth:
-                        stack[-1][0] = depth
-                    continue
-                if pushes and (popped or kind == "empty"):
-                    containers += 1
-                    if containers > MAX_CONTAINERS:
-                        raise OverCap(f"more than {MAX_CONTAINERS} containers or calls")
-                if pushes:  # 0 or 1 (only DUP pushes two, handled above)
-                    stack.append([depth])
+        with quiet_string_escapes():
+            _walk(data)
     except OverCap:
         raise
     except (ValueError, IndexError, KeyError, TypeError) as exc:  # what genops says of a malformed stream
         raise pickle.UnpicklingError(f"malformed pickle: {exc}"[:200]) from None
+
+
+def _walk(data) -> None:
+    stack: list[list[int]] = []  # one cell [depth] per stack item; shared with the memo and DUP
+    marks: list[int] = []
+    memo: dict[int, list[int]] = {}
+    opcodes = containers = items = 0
+    for op, arg, _pos in pickletools.genops(data):
+        opcodes += 1
+        if opcodes > MAX_OPCODES:
+            raise OverCap(f"more than {MAX_OPCODES} opcodes")
+        kind, to_mark, count, pushes = _SHAPE[op.name]
+        if arg is not None:
+            _check_arg(op.name, arg)
+        if kind == "mark":
+            marks.append(len(stack))
+        elif kind == "put":
+            index = len(memo) if arg is None else arg  # MEMOIZE has no argument
+            if index > MAX_MEMO:
+                raise OverCap(f"memo index {index} over {MAX_MEMO}")
+            if stack:
+                memo[index] = stack[-1]
+        elif kind == "get":
+            stack.append(memo.get(arg, [0]) if op.name != "DUP" else stack[-1] if stack else [0])
+        else:
+            popped: list = []
+            if to_mark:
+                begin = marks.pop() if marks else 0
+                popped, stack[begin:] = stack[begin:], []
+            if count:
+                popped += stack[-count:]
+                del stack[-count:]
+            depth = 1
+            for cell in popped:
+                if cell[0] >= depth:
+                    depth = cell[0] + 1
+            if depth > MAX_DEPTH:
+                raise OverCap(f"nesting deeper than {MAX_DEPTH}")
+            if kind == "mutate":  # APPEND(S), SETITEM(S), ADDITEMS, BUILD: into the container below
+                items += len(popped)
+                if items > MAX_ITEMS:
+                    raise OverCap(f"more than {MAX_ITEMS} container elements")
+                if stack and stack[-1][0] < depth:
+                    stack[-1][0] = depth
+                continue
+            if pushes and (popped or kind == "empty"):
+                containers += 1
+                if containers > MAX_CONTAINERS:
+                    raise OverCap(f"more than {MAX_CONTAINERS} containers or calls")
+            if pushes:  # 0 or 1 (only DUP pushes two, handled above)
+                stack.append([depth])
 
 
 def _shape(op) -> tuple[str, bool, int, int]:

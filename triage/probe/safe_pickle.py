@@ -29,7 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from triage.probe.confine import open_regular
-from triage.probe.pickle_bounds import OverCap, check_graph, prescan
+from triage.probe.pickle_bounds import OverCap, check_graph, prescan, quiet_string_escapes
 
 MAX_PICKLE_BYTES = 64 * 1024 * 1024  # data.pkl of a huge ZeRO-3 model is a few megabytes, not this
 
@@ -363,7 +363,8 @@ def read_pickle(zf: zipfile.ZipFile) -> tuple[object, _RestrictedUnpickler]:
         data = f.read(MAX_PICKLE_BYTES + 1)
     prescan(data)
     unpickler = _RestrictedUnpickler(data)
-    obj = unpickler.load()
+    with quiet_string_escapes():
+        obj = unpickler.load()
     check_graph(obj)
     return obj, unpickler
 
@@ -402,7 +403,8 @@ def read_legacy_shard(path: str) -> ShardMeta:
             start = head.tell()
             prescan(head)
             head.seek(start)
-            return unpickler.load()
+            with quiet_string_escapes():
+                return unpickler.load()
 
         if load() != LEGACY_MAGIC_NUMBER or load() != LEGACY_PROTOCOL:
             raise pickle.UnpicklingError("not torch's legacy format (magic number or protocol differ)")
