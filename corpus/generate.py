@@ -22,6 +22,7 @@ import yaml
 from corpus import faults, layouts as L, logtools, releases, runner
 from corpus.scenarios import SCENARIOS
 from triage import progress
+from triage.kb.source import load_yaml
 
 CORPUS = Path(__file__).resolve().parent
 DEFAULT_WORK = Path("/tmp/ds-triage-corpus")
@@ -293,7 +294,7 @@ def framework_versions(sc, lay):
 def expected_rule(case_id):
     """The hand-checked rule of the case's true cause (corpus/expected_rules.yaml), or None; a
     release pair's case `<id>@<pair>` has its own label, or else the scenario's."""
-    labels = yaml.safe_load((Path(__file__).parent / "expected_rules.yaml").read_text()) or {}
+    labels = load_yaml((Path(__file__).parent / "expected_rules.yaml").read_text()) or {}
     return labels.get(case_id, labels.get(case_id.split("@")[0]))
 
 
@@ -310,7 +311,7 @@ def log_rel(scenario_id, kind):
 def generated(out, sc) -> bool:
     """The scenario has a manifest entry (of this pair) whose log is on disk."""
     path = out / "manifest.yaml"
-    entries = {e["id"]: e for e in (yaml.safe_load(path.read_text()) or [])} if path.exists() else {}
+    entries = {e["id"]: e for e in (load_yaml(path.read_text()) or [])} if path.exists() else {}
     e = entries.get(entry_id(sc["id"]))
     return bool(e) and (out / e["log"]).exists()
 
@@ -331,7 +332,7 @@ def write_manifest(out, new_entries, drop=()):
 
 def _write_manifest(out, new_entries, drop):
     path = out / "manifest.yaml"
-    old = {e["id"]: e for e in (yaml.safe_load(path.read_text()) or [])} if path.exists() else {}
+    old = {e["id"]: e for e in (load_yaml(path.read_text()) or [])} if path.exists() else {}
     old.update({e["id"]: e for e in new_entries})
     for case_id in drop:
         old.pop(case_id, None)
@@ -348,7 +349,7 @@ def _write_manifest(out, new_entries, drop):
 def reindex(out, chosen):
     """Refresh table-derived fields and what_happened of existing entries; logs stay untouched."""
     path = out / "manifest.yaml"
-    old = {e["id"]: e for e in yaml.safe_load(path.read_text())}
+    old = {e["id"]: e for e in load_yaml(path.read_text())}
     entries, gone = [], []
     for sc in chosen:
         e = old.get(entry_id(sc["id"]))

@@ -21,7 +21,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-import yaml
+from triage.kb.source import load_yaml
 
 CORPUS = Path(__file__).resolve().parent
 ARCHIVES = CORPUS / "checkpoints"
@@ -49,7 +49,7 @@ def committed_cases(manifest: list[dict] | None = None, kinds=("clean",)) -> lis
     from corpus.layouts import LAYOUTS
 
     if manifest is None:
-        manifest = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
+        manifest = load_yaml((CORPUS / "manifest.yaml").read_text())
     cases = []
     for case in manifest:
         entry = _entry(case["id"])

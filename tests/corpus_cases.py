@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-import yaml
+from triage.kb.source import load_yaml
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 
@@ -11,7 +11,7 @@ def manifest() -> list[dict]:
     path = CORPUS / "manifest.yaml"
     if not path.exists():
         return []
-    return yaml.safe_load(path.read_text()) or []
+    return load_yaml(path.read_text()) or []
 
 
 def log_text(entry: dict) -> str:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+from triage.kb.source import load_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = "zero2-dp1-latest-deleted"
@@ -29,7 +29,7 @@ def test_generate_one_scenario(tmp_path):
     assert "[WARNING] [engine.py:" in text and "Unable to find latest file at" in text
     assert "load_checkpoint returned load_path=None client_state keys=None" in text
 
-    entries = yaml.safe_load((out / "manifest.yaml").read_text())
+    entries = load_yaml((out / "manifest.yaml").read_text())
     entry = next(e for e in entries if e["id"] == SCENARIO)
     assert entry["log"] == f"cases/{SCENARIO}.log"
     assert entry["kind"] == "silent"

@@ -5,13 +5,13 @@ the pairs' logs were generated once (corpus/NOTES.md) and are read as stored."""
 import re
 
 import pytest
-import yaml
+from triage.kb.source import load_yaml
 
 from corpus import generate, releases
 from corpus.scenarios import SCENARIOS
 from tests.conftest import CORPUS
 
-MANIFEST = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
+MANIFEST = load_yaml((CORPUS / "manifest.yaml").read_text())
 PAIR_ENTRIES = [e for e in MANIFEST if "@" in e["id"]]
 PAIRS = sorted({e["id"].split("@")[1] for e in PAIR_ENTRIES}, key=releases.pair_order)
 
@@ -110,12 +110,12 @@ def test_manifest_keeps_pair_entries_after_the_main_ones_in_release_order(tmp_pa
     entries = [{"id": f"{one}@ds0.16.9-torch2.6.0", "log": "a"}, {"id": f"{one}@ds0.14.5-torch2.5.1", "log": "b"},
                {"id": one, "log": "c"}, {"id": f"{one}@ds0.15.4-torch2.6.0", "log": "d"}]
     generate.write_manifest(tmp_path, entries)
-    written = yaml.safe_load((tmp_path / "manifest.yaml").read_text())
+    written = load_yaml((tmp_path / "manifest.yaml").read_text())
     assert [e["log"] for e in written] == ["c", "b", "d", "a"]
 
 
 def test_expected_rule_of_a_pair_case_falls_back_to_the_scenarios():
-    labels = yaml.safe_load((CORPUS.parent / "corpus" / "expected_rules.yaml").read_text())
+    labels = load_yaml((CORPUS.parent / "corpus" / "expected_rules.yaml").read_text())
     assert generate.expected_rule("zero2-dp1-latest-deleted@ds0.14.5-torch2.5.1") == labels["zero2-dp1-latest-deleted"]
 
 
@@ -156,7 +156,7 @@ def test_reindex_refreshes_a_pair_case_from_the_table_and_drops_one_whose_log_is
         {"id": generate.entry_id(kept["id"]), "log": generate.log_rel(kept["id"], "silent"), "exit_code": 0},
         {"id": generate.entry_id(gone["id"]), "log": generate.log_rel(gone["id"], "failure"), "exit_code": 1}])
     generate.reindex(tmp_path, [kept, gone])
-    written = yaml.safe_load((tmp_path / "manifest.yaml").read_text())
+    written = load_yaml((tmp_path / "manifest.yaml").read_text())
     assert [e["id"] for e in written] == [f"zero2-dp1-latest-deleted@{pair}"]
     assert written[0]["kind"] == "silent" and written[0]["expected_category"] == "missing_file"
     assert "Unable to find latest file" in written[0]["what_happened"]
@@ -173,7 +173,7 @@ def test_a_captured_case_of_a_pair_is_indexed_under_its_pair(tmp_path):
         generate.reindex(tmp_path, [sc])
     finally:
         generate.PAIR["name"] = None
-    written = yaml.safe_load((tmp_path / "manifest.yaml").read_text())
+    written = load_yaml((tmp_path / "manifest.yaml").read_text())
     assert [e["id"] for e in written] == [f"{sc['id']}@{sc['pair']}"]
     assert written[0]["log"] == sc["captured"]["log"] == f"releases/{sc['pair']}/cases/{sc['id']}.log"
     assert written[0]["kind"] == "negative" and written[0]["exit_code"] == 1

@@ -15,6 +15,7 @@ from triage.errors import BadInput
 from triage.eval.corpus import load_cases, run_cases
 from triage.eval.render import render
 from triage.eval.evaluate import TOP1_GATE, Case, Guess, Outcome, evaluate
+from triage.kb.source import load_yaml
 
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "eval.schema.json").read_text())
 
@@ -284,7 +285,7 @@ def test_cli_json_on_the_committed_corpus_matches_its_schema(cli):
     assert result.returncode in (0, 1), result.stderr.decode()
     data = json.loads(result.stdout)
     validate(data)
-    manifest = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
+    manifest = load_yaml((CORPUS / "manifest.yaml").read_text())
     assert data["cases"]["total"] == sum(1 for entry in manifest if entry.get("log"))
     assert data["gates"]["passed"] == (result.returncode == 0)
 

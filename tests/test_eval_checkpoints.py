@@ -91,12 +91,12 @@ def _healthy_cases() -> list[dict]:
     baselines are cheap: those of one world size train in one launch. The framework cases and the
     older release pairs' come from corpus/checkpoints/ (corpus/kept.py): their runs need venvs CI
     does not build."""
-    import yaml
+    from triage.kb.source import load_yaml
 
     from corpus import layouts
     from corpus.scenarios import SCENARIOS
 
-    manifest = {c["id"]: c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())}
+    manifest = {c["id"]: c for c in load_yaml((ROOT / "corpus" / "manifest.yaml").read_text())}
     return [manifest[s["id"]] for s in SCENARIOS if s["kind"] == "clean" and s["id"] in manifest
             and s.get("layout") and not layouts.LAYOUTS[s["layout"]].get("framework")]
 
@@ -137,9 +137,9 @@ def triaged(*argv) -> dict:
 
 
 def test_every_healthy_corpus_checkpoint_is_triaged_by_one_test_or_the_gate():
-    import yaml
+    from triage.kb.source import load_yaml
 
-    manifest = yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
+    manifest = load_yaml((ROOT / "corpus" / "manifest.yaml").read_text())
     with_checkpoint = {c["id"] for c in manifest if c["kind"] == "clean" and kept._entry(c["id"]).get("layout")}
     made_here = {c["id"] for c in _healthy_cases()}
     committed = {c["id"] for c in kept.committed_cases(manifest)}

@@ -13,6 +13,7 @@ from triage.errors import BadInput
 from triage.eval.corpus import run_cases
 from triage.eval.evaluate import LABELLED, evaluate
 from triage.eval.field import FIELD_DIR, TOP1_GOAL, TOP3_GOAL, categories, load_field_cases
+from triage.kb.source import load_yaml
 
 FIELD = ROOT / FIELD_DIR
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "eval.schema.json").read_text())
@@ -44,7 +45,7 @@ def test_no_rule_example_points_into_the_field_set():
     # examples stay real captures, so none may name a field log
     borrowed = []
     for path in sorted((ROOT / "rules").rglob("*.yaml")):
-        rule = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        rule = load_yaml(path.read_text(encoding="utf-8")) or {}
         for example in rule.get("examples") or []:
             target = str(example.get("file") or "")
             if "corpus/field" in target.replace("\\", "/"):
@@ -74,7 +75,7 @@ def test_cli_eval_set_field_json(cli):
     assert result.returncode in (0, 1), result.stderr.decode()
     data = json.loads(result.stdout)
     jsonschema.Draft202012Validator(SCHEMA).validate(data)
-    manifest = yaml.safe_load((FIELD / "manifest.yaml").read_text(encoding="utf-8"))
+    manifest = load_yaml((FIELD / "manifest.yaml").read_text(encoding="utf-8"))
     assert data["set"] == "field" and data["cases"]["total"] == len(manifest)
     assert data["gates"]["top1_min"] == TOP1_GOAL and data["gates"]["top3_min"] == TOP3_GOAL
     assert {c["name"] for c in data["gates"]["checks"]} == {"top1", "top3", "negatives", "clean"}

@@ -97,8 +97,9 @@ def test_eval_pastes_reports_every_variant_and_validates(cli, tmp_path):
 def small_corpus(where: Path, per_kind: int = 6) -> Path:
     """A corpus dir of the first `per_kind` real cases of each kind, logs copied."""
     import yaml
+    from triage.kb.source import load_yaml
 
-    manifest = yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
+    manifest = load_yaml((ROOT / "corpus" / "manifest.yaml").read_text())
     chosen = [c for kind in ("failure", "negative", "clean") for c in [e for e in manifest if e["kind"] == kind][:per_kind]]
     for case in chosen:
         (where / case["log"]).parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,6 @@
 
 import json
 
-import yaml
 
 from tests.conftest import CORPUS
 from tests.test_eval import validate, write_corpus
@@ -10,6 +9,7 @@ from triage.eval.corpus import load_cases
 from triage.eval.evaluate import Case, Guess, Outcome, evaluate
 from triage.eval.releases import NOT_RECORDED, release_of
 from triage.eval.render import render
+from triage.kb.source import load_yaml
 
 NEW, OLD, OLDER = "deepspeed 0.19.8, torch 2.13.0+cpu", "deepspeed 0.14.5, torch 2.5.1+cu124", "deepspeed 0.9.5, torch 2.0.1"
 MISSING, ZERO = "missing_file", "zero_stage_mismatch"
@@ -84,7 +84,7 @@ def test_committed_corpus_groups_every_pair(cli):
     result = cli("eval", "--json")
     data = json.loads(result.stdout)
     by_release = data["accuracy"]["by_release"]
-    manifest = yaml.safe_load((CORPUS / "manifest.yaml").read_text())
+    manifest = load_yaml((CORPUS / "manifest.yaml").read_text())
     pairs = {release_of(e.get("deepspeed"), e.get("torch")) for e in manifest if e.get("log")}
     assert set(by_release) == pairs and len(pairs) >= 4
     assert sum(row["cases"] for row in by_release.values()) == data["accuracy"]["cases"]
@@ -155,7 +155,7 @@ def test_the_yardstick_is_direct_loads_on_the_newest_pair_and_names_the_rows_bel
 
 def test_committed_corpus_yardstick_counts_the_newest_pairs_direct_loads(cli):
     data = json.loads(cli("eval", "--json").stdout)["accuracy"]
-    manifest = {e["id"]: e for e in yaml.safe_load((CORPUS / "manifest.yaml").read_text())}
+    manifest = {e["id"]: e for e in load_yaml((CORPUS / "manifest.yaml").read_text())}
     newest = max({(e["deepspeed"], e["torch"]) for e in manifest.values() if e.get("deepspeed")},
                  key=lambda pair: tuple(int(n) for n in pair[0].split(".")))
     direct = [e for e in manifest.values() if e["kind"] in ("failure", "silent")

@@ -128,11 +128,11 @@ def test_a_directory_that_is_no_checkpoint(cli, tmp_path):
 
 
 def test_a_dir_without_deepspeed_state_is_no_finding_for_a_job_that_never_used_deepspeed(cli, tmp_path):
-    import yaml
+    from triage.kb.source import load_yaml
 
     from corpus import kept
 
-    manifest = {c["id"]: c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())}
+    manifest = {c["id"]: c for c in load_yaml((ROOT / "corpus" / "manifest.yaml").read_text())}
     case = manifest["peft-adapter-load"]
     adapter = kept.given(case, kept.unpack(case, tmp_path / "peft"), loaded=True)  # a real PEFT adapter dir
     assert adapter.name == "adapter" and (adapter / "adapter_config.json").is_file()

@@ -9,14 +9,14 @@ import json
 import os
 
 import pytest
-import yaml
 
 from corpus import faults, kept
 from tests.conftest import ROOT
+from triage.kb.source import load_yaml
 from triage.probe import framework_files
 from triage.probe.target import from_args
 
-MANIFEST = {c["id"]: c for c in yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())}
+MANIFEST = {c["id"]: c for c in load_yaml((ROOT / "corpus" / "manifest.yaml").read_text())}
 
 
 def triage(cli, case_id, tmp_path, checkpoint_of=None):

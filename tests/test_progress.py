@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-import yaml
+from triage.kb.source import load_yaml
 
 from tests import probe_checkpoints as pc
 from tests import terminal
@@ -80,7 +80,7 @@ def some_cases(tmp_path_factory):
 @pytest.mark.parametrize("on_terminal, options, shown", WHEN[:4], ids=WHEN_IDS[:4])
 def test_eval_counts_the_logs_classified(on_terminal, options, shown, rule_cache, some_cases):
     run = terminal.run("eval", some_cases, *options, terminal=on_terminal, env={"XDG_CACHE_HOME": rule_cache})
-    count = sum(1 for case in yaml.safe_load((some_cases / "manifest.yaml").read_text()) if case.get("log"))
+    count = sum(1 for case in load_yaml((some_cases / "manifest.yaml").read_text()) if case.get("log"))
     assert count == 36
     assert run.code in (0, 1) and run.stdout.startswith("corpus "), run.stderr
     assert (f"eval: logs classified: 100%" in run.stderr) is shown

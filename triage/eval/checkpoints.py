@@ -378,11 +378,11 @@ def _unpack(case: dict, kept, work: Path, log) -> tuple[Outcome, tuple | None]:
 
 
 def _manifest() -> dict[str, dict]:
-    import yaml
+    from triage.kb.source import load_yaml
 
     from corpus import kept
 
-    return {c["id"]: c for c in yaml.safe_load((Path(kept.CORPUS) / "manifest.yaml").read_text())}
+    return {c["id"]: c for c in load_yaml((Path(kept.CORPUS) / "manifest.yaml").read_text())}
 
 
 def _made_without_load(scenario: dict, case: dict, generate, work: Path, base: Path):

@@ -22,6 +22,7 @@ MANIFEST = "manifest.yaml"
 
 def load_cases(corpus_dir: str | Path) -> list[Case]:
     import yaml
+    from triage.kb.source import load_yaml
 
     corpus = Path(corpus_dir)
     if not corpus.is_dir():
@@ -30,7 +31,7 @@ def load_cases(corpus_dir: str | Path) -> list[Case]:
     if not manifest.is_file():
         raise BadInput(f"{corpus} has no {MANIFEST}: pass a corpus directory (default: the bundled corpus/)")
     try:
-        entries = yaml.safe_load(manifest.read_text(encoding="utf-8"))
+        entries = load_yaml(manifest.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadInput(f"{manifest}: cannot read the manifest: {first}") from None
