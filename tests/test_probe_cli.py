@@ -225,7 +225,7 @@ def test_no_hypothesis_and_a_healthy_checkpoint_is_unknown(cli):
 def test_triage_human_output_strikes_off_refuted_causes(cli):
     proc = cli("triage", "--log", CASES / "zero3-saved-stage2-load-dp2.log", "--ckpt", pc.scenario(pc.ZERO3))
     out = proc.stdout.decode()
-    assert out.splitlines()[0].startswith("error: AssertionError")
+    assert out.splitlines()[0].startswith("raised: AssertionError")
     assert "verdict: zero_stage_mismatch [DS-Z001]" in out
     assert "x refuted" in out and "(struck off)" in out
     assert "fix (DS-Z001):" in out

@@ -60,6 +60,7 @@ class Job:
     decoder: Decoder = field(default_factory=Decoder)
     limits: Limits = field(default_factory=Limits)
     rules_dir: str | None = None
+    extra_rules: tuple[str, ...] = ()  # --extra-rules: directories loaded beside rules_dir on every executor
     docs_url: str | None = None
     partitions: int | None = None  # reduce tasks (default: Spark's parallelism, at least the input's splits)
     conf: dict = field(default_factory=dict)
@@ -104,7 +105,7 @@ def run(job: Job, spark) -> dict:
     sc = spark.sparkContext
     files = _files(spark, job.inputs)
     fields = (job.decoder.format, job.decoder.message_fields, job.decoder.key_fields)  # a Decoder holds a parser
-    setup = (fields, job.limits, job.rules_dir, job.docs_url)
+    setup = (fields, job.limits, job.rules_dir, job.extra_rules, job.docs_url)
     first = files.mapPartitions(partial(tasks.first_pass, setup)).persist()
     facts = plan.gather(first.filter(lambda item: item[0] != "incident").collect())
     if not any(lines for _, lines, _ in facts.files.values()):

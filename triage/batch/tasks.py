@@ -16,8 +16,8 @@ from triage.stream.records import Decoder
 
 def first_pass(setup, rows):
     """On an executor: each file through files.scan_file; its own stream's incidents, the facts."""
-    fields, limits, rules_dir, docs_url = setup
-    _, prefilter, classify = windows.tools(rules_dir, docs_url)
+    fields, limits, rules_dir, extra_rules, docs_url = setup
+    _, prefilter, classify = windows.tools(rules_dir, docs_url, extra_rules)
     decoder = Decoder(*fields)
     for path, content in rows:
         closed: list = []
@@ -41,7 +41,7 @@ def route_pass(fields, plan, rows):
 
 def stream_pass(setup, keys, item):
     """On an executor: one candidate stream's lines from every file -> its incidents (streams.py)."""
-    fields, limits, rules_dir, docs_url = setup
+    fields, limits, rules_dir, extra_rules, docs_url = setup
     index, parts = item
-    _, prefilter, classify = windows.tools(rules_dir, docs_url)
+    _, prefilter, classify = windows.tools(rules_dir, docs_url, extra_rules)
     return assemble_stream(keys[index], parts, Decoder(*fields), prefilter, limits, classify)

@@ -25,23 +25,25 @@ FILE_FIELD = "file"  # the stream key of a record that names no stream: its file
 FILE_SHIFT = 40  # lines a file may have: 2**40
 _LINE = (1 << FILE_SHIFT) - 1
 _DAY = re.compile(r"\d{4}-\d\d-\d\d")
-_RULES: dict = {}  # rules directory -> (rules, prefilter, classify), once per executor process
+_RULES: dict = {}  # (rules directory, extra directories) -> (rules, prefilter, classify), once per executor process
 
 
-def tools(rules_dir: str | None, docs_url: str | None = None):
-    """The rules, their prefilter and classify, loaded once per process (an executor's worker)."""
+def tools(rules_dir: str | None, docs_url: str | None = None, extra: tuple[str, ...] = ()):
+    """The rules (those of `rules_dir`, or the bundled set, plus each `extra` directory), their
+    prefilter and classify, loaded once per process (an executor's worker)."""
     if docs_url:
         from triage.runbook.links import set_docs_url
 
         set_docs_url(docs_url)
-    if rules_dir not in _RULES:
+    key = (rules_dir, extra)
+    if key not in _RULES:
         from triage.classify.classifier import classify
         from triage.kb import load_rules
         from triage.stream.prefilter import Prefilter
 
-        rules = load_rules(rules_dir)
-        _RULES[rules_dir] = (rules, Prefilter(rules.rules), partial(classify, rules=rules))
-    return _RULES[rules_dir]
+        rules = load_rules(rules_dir, extra=list(extra))
+        _RULES[key] = (rules, Prefilter(rules.rules), partial(classify, rules=rules))
+    return _RULES[key]
 
 
 def incidents(closed: list, files: list[str], classify, key: Key | None = None) -> Iterator[dict]:

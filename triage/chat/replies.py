@@ -20,11 +20,11 @@ STATUS = {CONFIRMED: ("confirmed", "1;31"), REFUTED: ("ruled out", "32"), INCONC
 
 
 def error_line(session: Session) -> str | None:
-    """The same `error:` line `classify` prints (the exception, where, which ranks)."""
+    """The same `raised:` line `classify` prints (the exception, where, which ranks)."""
     from triage.classify.render import render_report
 
     first = render_report(session.report).splitlines()[0]
-    return first if first.startswith("error:") else None
+    return first if first.startswith("raised:") else None
 
 
 def why_line(h) -> str:

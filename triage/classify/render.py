@@ -62,7 +62,7 @@ def render_report(report: Report, style: Style | None = None, full: bool = False
         ranks = next((c.ranks for c in incident.chains if c.final is primary), [])
         who = f" (ranks {', '.join(map(str, ranks))})" if len(ranks) > 1 else (f" (rank {ranks[0]})" if ranks else "")
         head = primary.message.splitlines()[0][:160] if primary.message else ""
-        out.append(f"error: {primary.type}{': ' + head if head else ''}{site}{who}")
+        out.append(f"raised: {primary.type}{': ' + head if head else ''}{site}{who}")
     if incident.truncated:
         out.append(TRUNCATED_NOTE)
     if not report.hypotheses:

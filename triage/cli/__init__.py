@@ -8,8 +8,9 @@ import os
 import sys
 
 from triage import __version__
+from triage.cli.environment import help_text
 from triage.cli.exit_codes import help_epilog
-from triage.cli.output import Parser, add_common_options
+from triage.cli.output import Parser, _columns, add_common_options
 from triage.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TriageError
 
 SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve",
@@ -22,8 +23,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="ds-triage",
         description="Diagnose DeepSpeed checkpoint-loading failures. Exit codes: each subcommand's --help.",
+        epilog=help_text(_columns()),
     )
-    parser.add_argument("--version", action="version", version=f"ds-triage {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"ds-triage {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in (only,) if only else SUBCOMMANDS:
         module = __import__(f"triage.cli.{name}", fromlist=["register"])
@@ -62,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     from triage.classify.render import Style
 
     Style.choice = args.color
+    if getattr(args, "extra_rules", None):  # every loader, and serve's and stream's workers, read it there
+        from triage.kb.index import EXTRA_ENV
+
+        os.environ[EXTRA_ENV] = os.pathsep.join(os.path.abspath(d) for d in args.extra_rules)
     if getattr(args, "docs_url", None):
         from triage.runbook.links import set_docs_url
 

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from triage.cli.output import add_docs_url_option
+from triage.cli.output import add_docs_url_option, add_rules_options
 from triage.cli.stream import add_record_options, add_window_options, decoder
 from triage.errors import EXIT_BAD_INPUT, EXIT_FOUND, EXIT_UNKNOWN, BadInput
 from triage.runbook.links import ENV, page_ref
@@ -40,8 +40,7 @@ def register(subparsers) -> None:
                         help="a Spark setting, e.g. spark.executor.memory=8g (repeat for several)")
     add_record_options(parser, "--input-format")
     add_window_options(parser)
-    parser.add_argument("--rules", metavar="DIR",
-                        help="rules directory, readable at this path on every executor (default: the bundled rules/)")
+    add_rules_options(parser, where=", readable at this path on every executor (so are --extra-rules)")
     add_docs_url_option(parser)
     parser.set_defaults(run=run)
 
@@ -59,14 +58,15 @@ def run(args) -> int:
             raise UsageError(f"--conf {item!r}: give KEY=VALUE, e.g. --conf spark.executor.memory=8g")
         conf[name] = value
     _check_local(args.inputs, args.out)
-    if args.rules:
-        from triage.kb import load_rules
+    from triage.kb.index import extra_rules_dirs, load_rules
 
+    extra = tuple(str(d.resolve()) for d in extra_rules_dirs())
+    if args.rules or extra:
         load_rules(args.rules)  # invalid rules: exit 4 here, not in an executor
     job = Job(inputs=[_url(p) for p in args.inputs], out=_url(args.out), output_format=args.output_format,
               master=args.master, decoder=decoder(args),
               limits=Limits(gap=args.gap, max_lines=args.max_lines, max_bytes=args.max_bytes),
-              rules_dir=os.path.abspath(args.rules) if args.rules else None,
+              rules_dir=os.path.abspath(args.rules) if args.rules else None, extra_rules=extra,
               docs_url=args.docs_url or os.environ.get(ENV), partitions=args.partitions, conf=conf)
     totals = _run(job)
     print(json.dumps(totals, ensure_ascii=False))

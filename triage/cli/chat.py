@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from triage.cli.output import add_rules_options
 from triage.cli.probe import positive_int
 from triage.errors import BadInput
 
@@ -26,7 +27,7 @@ def register(subparsers) -> None:
     parser.add_argument("--history", choices=("all", "commands", "off"),
                         help="what the terminal chat keeps in its history file (0600): everything, one-line "
                         "messages only (no pasted logs), or nothing on disk (default: $DS_TRIAGE_CHAT_HISTORY, else all)")
-    parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_rules_options(parser)
     parser.set_defaults(run=run)
 
 

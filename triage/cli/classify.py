@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from triage.cli.output import add_docs_url_option, add_format_option
+from triage.cli.output import add_docs_url_option, add_format_option, add_rules_options
 from triage.cli.log_source import log_source
 from triage.errors import EXIT_BAD_INPUT, EXIT_FOUND, EXIT_UNKNOWN, BadInput
 from triage.runbook.links import page_ref
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
                         "each is classified on its own")
     add_format_option(parser, ("text", "json", "markdown"), f"{page_ref('reference/classify')}; several logs: "
                       "one report per line, each with its `source`")
-    parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_rules_options(parser)
     add_docs_url_option(parser)
     parser.add_argument("--ckpt", metavar="DIR", help="checkpoint directory, filled into the verify commands")
     parser.add_argument("--tag", help="checkpoint tag (e.g. global_step100)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from triage.cli.output import add_progress_options, emit
+from triage.cli.output import add_progress_options, add_rules_options, emit
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
 from triage.runbook.links import page_ref
 
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
                         help="corpus: the captured DeepSpeed runs (default); field: users' pastes written from "
                         "public threads, each citing its thread, scored against the field gates above")
     parser.add_argument("--json", action="store_true", help=f"print the JSON result ({page_ref('reference/eval')})")
-    parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_rules_options(parser)
     parser.add_argument("--pastes", action="store_true",
                         help="also score the parts of each log people paste (the exception line, the last lines, "
                         "no frames, wrapped, behind other loggers' prefixes) against the whole log (~30 s more)")

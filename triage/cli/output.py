@@ -68,6 +68,18 @@ def add_common_options(parser) -> None:
                       help="more output: every piece of evidence; the traceback of an internal error")
 
 
+def add_rules_options(parser, where: str = "") -> None:
+    """`--rules DIR` (the set in place of the bundled one) and `--extra-rules DIR` (a set loaded beside
+    it, repeatable); the dispatcher puts the extra directories in $DS_TRIAGE_EXTRA_RULES, where every
+    loader (and serve's, stream's workers) finds them."""
+    parser.add_argument("--rules", metavar="DIR", help=f"rules directory in place of the bundled rules/{where} "
+                        "(default: $DS_TRIAGE_RULES, else the bundled set)")
+    parser.add_argument("--extra-rules", metavar="DIR", action="append", default=[],
+                        help="a directory of your own rules, loaded beside the main set under its schema "
+                        "(rule ids must not repeat); repeatable (default: $DS_TRIAGE_EXTRA_RULES, "
+                        "directories separated by ':')")
+
+
 def add_format_option(parser, formats: tuple[str, ...], schema: str) -> None:
     """`--format` among `formats` (the first is the default) and `--json` for `--format json`."""
     parser.add_argument("--format", choices=formats, default=formats[0],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from triage.cli.output import add_rules_options
 from triage.errors import EXIT_BAD_RULES
 
 
@@ -15,11 +16,11 @@ def register(subparsers) -> None:
         "lint", help="validate every rule file (schema, regexes and their time, examples, cross-rule checks)",
         description="Validate every rule file: the schema, each regex (it compiles, and its time grows linearly "
         "with the log on pump strings), example files, cross-rule checks. Problems read path:line: problem. Remedy.")
-    lint.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_rules_options(lint)
     lint.add_argument("--examples", action="store_true", help="also run every rule's examples")
     lint.set_defaults(run=run_lint)
     listing = actions.add_parser("list", help="list the rules: id, category, title")
-    listing.add_argument("--rules", metavar="DIR")
+    add_rules_options(listing)
     listing.set_defaults(run=run_list)
     docs = actions.add_parser(
         "docs", help="generate docs/rules/*.md, docs/load-sites.md, docs/reference/*.md and the message index",
@@ -28,7 +29,7 @@ def register(subparsers) -> None:
         "the message index classify reads (rules/load-site-messages.json). "
         "With --check, write nothing and exit 1 when the docs on disk differ.",
     )
-    docs.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_rules_options(docs)
     docs.add_argument("--out", metavar="DIR", help="docs directory (default: docs/ beside the rules directory); "
                       "the message index, otherwise written into the rules directory, goes there too")
     docs.add_argument("--check", action="store_true", help="exit 1 if the generated docs differ from what is on disk")

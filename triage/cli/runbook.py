@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 
+from triage.cli.output import add_rules_options
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN, UsageError
 from triage.runbook.links import page_ref
 
@@ -22,7 +23,7 @@ def register(subparsers) -> None:
     parser.add_argument("query", nargs="*", metavar="QUERY", help="words to search for (quote them or not)")
     parser.add_argument("--list", action="store_true", help="list every rule by category")
     parser.add_argument("--json", action="store_true", help=f"print JSON ({page_ref('reference/runbook')})")
-    parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_rules_options(parser)
     parser.set_defaults(run=run)
 
 

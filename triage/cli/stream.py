@@ -9,7 +9,7 @@ import sys
 import time
 
 from triage.cli.log_source import log_source
-from triage.cli.output import add_docs_url_option, add_progress_options
+from triage.cli.output import add_docs_url_option, add_progress_options, add_rules_options
 from triage.errors import EXIT_FOUND, EXIT_INTERRUPTED, EXIT_UNKNOWN, UsageError
 from triage.runbook.links import page_ref
 
@@ -51,7 +51,7 @@ def add_arguments(parser) -> None:
             ("--max-held", "BYTES", "bytes all open incidents may hold together; past it the stalest is emitted early"),
             ("--max-streams", "N", "streams remembered; past it the least recent is forgotten, its incident emitted")):
         _limit_option(parser, flag, metavar, what)
-    parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_rules_options(parser)
     add_docs_url_option(parser)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from triage.cli.output import add_docs_url_option, add_format_option, emit_format
+from triage.cli.output import add_docs_url_option, add_format_option, add_rules_options, emit_format
 from triage.cli.probe import add_target_options, context_from
 from triage.errors import EXIT_FOUND, EXIT_UNKNOWN
 from triage.runbook.links import page_ref
@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     parser.add_argument("--log", required=True, metavar="FILE", help="the job's log, or - for stdin")
     parser.add_argument("--ckpt", required=True, metavar="CKPT", help="the checkpoint (root, tag dir, shard, "
                         "or Hugging Face checkpoint-N dir)")
-    parser.add_argument("--rules", metavar="DIR", help="rules directory (default: the bundled rules/)")
+    add_rules_options(parser)
     add_docs_url_option(parser)
     add_target_options(parser)
     add_format_option(parser, ("text", "json", "markdown"), f"{page_ref('reference/triage')}")

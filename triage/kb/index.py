@@ -37,6 +37,14 @@ BUNDLED_ROOT = Path(__file__).resolve().parents[1] / "_bundled"
 SCHEMA_NAME = "schema.json"
 
 
+EXTRA_ENV = "DS_TRIAGE_EXTRA_RULES"  # --extra-rules, kept in the environment so serve's and stream's workers see it
+
+
+def extra_rules_dirs() -> list[Path]:
+    """$DS_TRIAGE_EXTRA_RULES: directories of a team's own rules, loaded beside the main set."""
+    return [Path(d) for d in os.environ.get(EXTRA_ENV, "").split(os.pathsep) if d.strip()]
+
+
 def default_rules_dir() -> Path:
     """$DS_TRIAGE_RULES, else the checkout's rules/, else the copy an installed wheel carries."""
     if os.environ.get("DS_TRIAGE_RULES"):
@@ -87,21 +95,24 @@ def rule_files(directory: Path) -> list[Path]:
                   if name.endswith(".yaml") and os.path.isfile(os.path.join(root, name)))
 
 
-def load_rules(directory: str | Path | None = None, *, use_cache: bool = True, examples: bool = False,
-               linear: bool = False) -> RuleSet:
-    """The validated rules of `directory`; with `examples`, their example files must exist too;
-    with `linear`, every regex must pass the pump test (triage.kb.pump: seconds, so lint only)."""
+def load_rules(directory: str | Path | None = None, *, extra: list[str | Path] | None = None, use_cache: bool = True,
+               examples: bool = False, linear: bool = False) -> RuleSet:
+    """The validated rules of `directory`, plus those of each `extra` directory (default:
+    $DS_TRIAGE_EXTRA_RULES), all under `directory`'s schema, ids unique across them; with `examples`,
+    their example files must exist too; with `linear`, every regex must pass the pump test
+    (triage.kb.pump: seconds, so lint only)."""
     directory = Path(directory) if directory else default_rules_dir()
-    files = rule_files(directory)
+    dirs = [directory, *(Path(d) for d in (extra_rules_dirs() if extra is None else extra))]
+    files = [path for d in dirs for path in rule_files(d)]
     schema_path = directory / SCHEMA_NAME
     if not schema_path.is_file():
         raise BadRules([f"{schema_path}: the rule schema is missing"])
     contents = {path: path.read_bytes() for path in files}
-    digest = _digest(schema_path.read_bytes(), contents, directory)
+    digest = _digest(schema_path.read_bytes(), contents, dirs)
     cache = _cache_path(digest)
     data = _read_cache(cache) if use_cache else None
     if data is None or examples or linear:
-        data = validate_files(schema_path, contents, directory, examples=examples, linear=linear)
+        data = validate_files(schema_path, contents, dirs, examples=examples, linear=linear)
         if use_cache:
             _write_cache(cache, data)
     for entry in data:
@@ -110,9 +121,10 @@ def load_rules(directory: str | Path | None = None, *, use_cache: bool = True, e
     return RuleSet(rules, directory, digest)
 
 
-def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Path, *,
+def validate_files(schema_path: Path, contents: dict[Path, bytes], dirs: list[Path], *,
                    examples: bool = False, linear: bool = False) -> list[dict]:
-    """Full validation: every problem in every file, then BadRules if any."""
+    """Full validation: every problem in every file, then BadRules if any. A rule's example files
+    are named from the parent of the rules directory that holds it (the repository root)."""
     import jsonschema  # slow to import: only on a cache miss or `rules lint`
 
     from triage.kb.source import RuleFileError, load_source
@@ -126,9 +138,9 @@ def validate_files(schema_path: Path, contents: dict[Path, bytes], directory: Pa
     validator = jsonschema.Draft202012Validator(schema)
     problems: list[str] = []
     sources = []
-    root = directory.parent
     for path, raw in contents.items():
         shown = _shown(path)
+        root = next(d for d in dirs if path.is_relative_to(d)).parent
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -166,11 +178,12 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _digest(schema: bytes, contents: dict[Path, bytes], directory: Path) -> str:
+def _digest(schema: bytes, contents: dict[Path, bytes], dirs: list[Path]) -> str:
     digest = blake2b(f"{__version__} {regex.PLAN_VERSION}".encode(), digest_size=16)
     digest.update(schema)
     for path, raw in contents.items():
-        digest.update(str(path.relative_to(directory)).encode() + b"\0")
+        home = next(i for i, d in enumerate(dirs) if path.is_relative_to(d))  # which set, then where in it
+        digest.update(f"{home}:{path.relative_to(dirs[home])}".encode() + b"\0")
         digest.update(blake2b(raw, digest_size=16).digest())
     return digest.hexdigest()[:24]
 

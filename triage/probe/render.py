@@ -96,7 +96,7 @@ def render_triage(triage: TriageReport, style: Style | None = None) -> str:
     primary = triage.report.incident.primary
     if primary is not None:
         head = primary.message.splitlines()[0][:160] if primary.message else ""
-        out.append(f"error: {primary.type}{': ' + head if head else ''}")
+        out.append(f"raised: {primary.type}{': ' + head if head else ''}")
     out += _header(triage.probe)
     v = triage.verdict
     out.append("")
