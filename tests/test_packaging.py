@@ -5,7 +5,9 @@ Examples are checked by `rules lint` and the suite, never when classifying: a co
 without the corpus still diagnoses.
 """
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,12 +45,18 @@ def test_the_wheel_carries_rules_examples_schemas_and_typing(wheel):
     examples = {e["file"] for r in rules for e in yaml.safe_load((ROOT / r).read_text())["examples"] if "file" in e}
     assert examples and {f"triage/_bundled/{e}" for e in examples} <= names
     assert any(n.endswith("licenses/LICENSE") for n in names)
+    # eval's corpus (manifests and logs, not checkpoints) and the pages help texts name
+    manifest = yaml.safe_load((ROOT / "corpus" / "manifest.yaml").read_text())
+    assert {f"triage/_bundled/corpus/{c['log']}" for c in manifest} <= names
+    assert "triage/_bundled/corpus/field/manifest.yaml" in names
+    assert not any(n.startswith("triage/_bundled/corpus/checkpoints/") for n in names)
+    assert {"triage/_bundled/docs/exit-codes.md", "triage/_bundled/docs/reference/classify.md"} <= names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "License-Expression: MIT" in metadata and "Classifier: Typing :: Typed" in metadata
 
 
 @pytest.mark.slow
-def test_a_fresh_venv_with_only_the_wheel_diagnoses_the_demo_log(wheel, tmp_path):
+def test_a_fresh_venv_with_only_the_wheel_diagnoses_the_demo_log(wheel, tmp_path, cli):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     # without the caller's PYTHONPATH: a checkout's egg-info on it makes pip think ds-triage is installed
@@ -70,6 +78,20 @@ def test_a_fresh_venv_with_only_the_wheel_diagnoses_the_demo_log(wheel, tmp_path
     lint = subprocess.run([str(venv / "bin" / "ds-triage"), "rules", "lint", "--examples"], capture_output=True,
                           text=True, cwd=outside, env=env, timeout=300)
     assert lint.returncode == 0 and lint.stdout.strip().endswith("rules OK"), lint.stderr[-2000:]
+    # eval measures the bundled corpus, as in a checkout (issue 44: it exited 3, no corpus)
+    for args, manifest in ((), ROOT / "corpus" / "manifest.yaml"), (("--set", "field"), ROOT / "corpus" / "field" / "manifest.yaml"):
+        done = subprocess.run([str(venv / "bin" / "ds-triage"), "eval", "--json", *args], capture_output=True,
+                              text=True, cwd=outside, env=env, timeout=600)
+        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr[-2000:]  # 1: a gate failed
+        result = json.loads(done.stdout)
+        assert str(venv) in result["corpus"]
+        assert result["accuracy"] == json.loads(cli("eval", "--json", *args).stdout)["accuracy"]  # as the checkout
+        assert result["cases"]["total"] == len(yaml.safe_load(manifest.read_text()))
+    # help texts name a page the installed package holds, not "the ds-triage docs"
+    shown = subprocess.run([str(venv / "bin" / "ds-triage"), "classify", "--help"], capture_output=True, text=True,
+                           cwd=outside, env={**env, "COLUMNS": "500"}, timeout=60).stdout
+    page = re.search(r"(/\S+/reference/classify\.md)", shown).group(1)
+    assert page.startswith(str(venv)) and os.path.isfile(page)
 
 
 def test_a_copy_of_the_rules_without_the_corpus_classifies_and_lint_names_the_missing_examples(cli, tmp_path):

@@ -52,7 +52,7 @@ def run(args) -> int:
     from triage.eval.render import render
     from triage.eval.evaluate import evaluate
     from triage.kb import load_rules
-    from triage.kb.index import REPO_ROOT
+    from triage.kb.index import data_path
 
     if args.markdown and not args.pastes:
         from triage.errors import UsageError
@@ -62,10 +62,10 @@ def run(args) -> int:
     if field:
         from triage.eval import field as field_set
 
-        corpus = args.corpus or str(REPO_ROOT / field_set.FIELD_DIR)
+        corpus = args.corpus or str(data_path(field_set.FIELD_DIR))
         cases = field_set.load_field_cases(corpus, args.rules)
     else:
-        corpus = args.corpus or str(REPO_ROOT / "corpus")
+        corpus = args.corpus or str(data_path("corpus"))
         cases = load_cases(corpus)  # before the rules: a bad corpus dir is reported first
     rules = load_rules(args.rules)
     outcomes = run_cases(corpus, cases, rules)

@@ -24,11 +24,11 @@ TOP3_GOAL = 0.97
 
 def categories(rules_dir: str | Path | None = None) -> tuple[str, ...]:
     """The categories the rule schema allows (rules/schema.json), `unknown` included."""
-    from triage.kb.index import REPO_ROOT
+    from triage.kb.index import default_rules_dir
 
-    schema = Path(rules_dir or REPO_ROOT / "rules") / "schema.json"
+    schema = Path(rules_dir or default_rules_dir()) / "schema.json"
     if not schema.is_file():
-        schema = REPO_ROOT / "rules" / "schema.json"
+        schema = default_rules_dir() / "schema.json"
     data = json.loads(schema.read_text(encoding="utf-8"))
     return tuple(data["properties"]["category"]["enum"])
 

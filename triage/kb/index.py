@@ -45,12 +45,18 @@ def extra_rules_dirs() -> list[Path]:
     return [Path(d) for d in os.environ.get(EXTRA_ENV, "").split(os.pathsep) if d.strip()]
 
 
+def data_path(relative: str | Path) -> Path:
+    """A repository file or directory (corpus/, docs/...): the checkout's when this package runs
+    from one, else the copy an installed wheel carries (setup.py)."""
+    checkout = REPO_ROOT / relative
+    return checkout if checkout.exists() or not (BUNDLED_ROOT / relative).exists() else BUNDLED_ROOT / relative
+
+
 def default_rules_dir() -> Path:
     """$DS_TRIAGE_RULES, else the checkout's rules/, else the copy an installed wheel carries."""
     if os.environ.get("DS_TRIAGE_RULES"):
         return Path(os.environ["DS_TRIAGE_RULES"])
-    checkout = REPO_ROOT / "rules"
-    return checkout if checkout.is_dir() else BUNDLED_ROOT / "rules"
+    return data_path("rules")
 
 
 class RuleSet(Record):

@@ -3,7 +3,8 @@
 The docs are a mkdocs site (`mkdocs build`), published wherever the team hosts it; its base
 URL comes from `--docs-url`, else `DS_TRIAGE_DOCS_URL` (the same variable sets mkdocs.yml's
 `site_url`). With neither there is no page to link to: `runbook_url` is null and the
-report names the `ds-triage runbook RULE` command instead, which works offline.
+report names the `ds-triage runbook RULE` command instead, which works offline, and help texts
+name the Markdown page the package carries.
 """
 
 from __future__ import annotations
@@ -31,9 +32,14 @@ def runbook_url(rule_id: str) -> str | None:
 
 
 def page_ref(page: str) -> str:
-    """How help text names a docs page: its URL in the published site, else its name."""
+    """How help text names a docs page: its URL in the published site, else the Markdown file
+    itself, in the checkout or in the installed package (setup.py bundles docs/), a path to open."""
     base = docs_url()
-    return f"{base}{page}/" if base else f"the {page} page of the ds-triage docs"
+    if base:
+        return f"{base}{page}/"
+    from triage.kb.index import data_path
+
+    return str(data_path(f"docs/{page}.md"))
 
 
 def check_docs_url(url: str) -> str:

@@ -89,7 +89,7 @@ _BULK_ACTIONS = {"index", "create", "update", "delete"}
 
 def fast_parser(name: str | None = None):
     """(name, parse) of the parser for one JSON record in bytes, or (json, None) for the standard
-    library's. msgspec (the `fast` extra) is the default: about 3x the standard library per
+    library's. msgspec (a core dependency) is the default: about 3x the standard library per
     shipper record and the same values (integers of any size). orjson is a little faster
     still, but reads an integer past 64 bits as a float, so a record naming its stream by one
     would name another: only on request (DS_TRIAGE_JSON=orjson, for benchmarks/bench_stream.py).
