@@ -49,8 +49,8 @@ def commands(p: hp.Planted) -> list[tuple[str, ...]]:
 
 CASES = {  # builder -> what the path probe reports
     "latest_to_secret": "latest: leads outside the checkpoint root",
-    "latest_hardlink_to_secret": "bytes that are not a tag name",
-    "latest_hardlink_to_token": "hard links that names no tag in this directory",
+    "latest_hardlink_to_secret": "latest: a hard link (2 names, 1 of them inside the checkpoint), possibly to a file",
+    "latest_hardlink_to_token": "latest: a hard link (2 names, 1 of them inside the checkpoint), possibly to a file",
     "latest_dotdot": "which leads outside the checkpoint root: not followed",
     "tag_symlink_out": "a tag dir that leads outside the checkpoint root",
     "shard_to_secret": "model_states.pt': leads outside the checkpoint root",

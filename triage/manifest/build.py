@@ -61,16 +61,15 @@ def build(tag_dir: str, fsync: bool = False) -> dict:
     entries, total = [], 0
     start = time.monotonic()
     names = tag_files(tag_dir)
-    sizes = [os.stat(os.path.join(tag_dir, rel)).st_size for rel in names]
+    sizes = [_size(tag_dir, rel) for rel in names]
     with progress.meter(f"hashing {os.path.basename(os.path.normpath(tag_dir))}", sum(sizes)) as shown:
         for number, (rel, size) in enumerate(zip(names, sizes), 1):
             shown.set_postfix_str(f"file {number}/{len(names)}", refresh=False)
             path = os.path.join(tag_dir, rel)
             try:
                 digest, read = sha256_file(path, fsync=fsync, root=tag_dir, on_read=shown.update)
-            except confine.Refused as exc:
-                raise BadInput(f"{tag_dir}/{confine.shown(rel)}: {exc.strerror}; a manifest hashes only regular "
-                               "files inside the tag") from None
+            except OSError as exc:  # confine.Refused (swapped since the stat), or a read error
+                raise _unhashable(tag_dir, rel, exc.strerror or str(exc)) from None
             if read != size:
                 raise OSError(f"{path} changed while it was hashed ({size} bytes, then {read}): is a save still "
                               "running?")
@@ -87,6 +86,23 @@ def build(tag_dir: str, fsync: bool = False) -> dict:
         "hashing": {"algorithm": "sha256", "seconds": round(seconds, 3),
                     "mb_per_s": round(total / 1e6 / seconds, 1) if seconds > 0 else None},
     }
+
+
+def _size(tag_dir: str, rel: str) -> int:
+    """The size of a file to hash; BadInput for one that leads out, loops, is no regular file or is a hard
+    link out (confine.refusal), or cannot be stat'ed."""
+    path = os.path.join(tag_dir, rel)
+    why = confine.refusal(tag_dir, path)
+    if why:
+        raise _unhashable(tag_dir, rel, why)
+    try:
+        return os.stat(path).st_size
+    except OSError as exc:
+        raise _unhashable(tag_dir, rel, f"cannot stat it ({exc.strerror or exc})") from None
+
+
+def _unhashable(tag_dir: str, rel: str, why: str) -> BadInput:
+    return BadInput(f"{tag_dir}/{confine.shown(rel)}: {why}; a manifest hashes only regular files inside the tag")
 
 
 def manifest_path(tag_dir: str) -> str:

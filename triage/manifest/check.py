@@ -94,7 +94,11 @@ def _check_entry(tag_dir: str, rel: str, entry: dict, result: ManifestCheck, on_
     if not os.path.isfile(full):
         result.problems.append(f"{rel}: missing (the manifest lists {entry['size']} bytes): a partial copy?")
         return
-    size = os.stat(full).st_size
+    try:
+        size = os.stat(full).st_size
+    except OSError as exc:
+        result.problems.append(f"{confine.shown(rel)}: cannot stat it ({exc.strerror or exc})")
+        return
     result.files += 1
     if size != entry["size"]:
         result.problems.append(f"{rel}: {size} bytes, the manifest says {entry['size']}"
@@ -104,7 +108,11 @@ def _check_entry(tag_dir: str, rel: str, entry: dict, result: ManifestCheck, on_
     if not result.hashed:
         result.bytes += size
         return
-    digest, read_bytes = sha256_file(full, root=tag_dir, on_read=on_read)
+    try:
+        digest, read_bytes = sha256_file(full, root=tag_dir, on_read=on_read)
+    except OSError as exc:  # confine.Refused (changed since the check above), or a read error
+        result.problems.append(f"{confine.shown(rel)}: {exc.strerror or exc}")
+        return
     result.bytes += read_bytes
     if digest != entry.get("sha256"):
         result.problems.append(f"{rel}: sha256 {digest[:16]}... differs from the manifest's "
@@ -113,8 +121,10 @@ def _check_entry(tag_dir: str, rel: str, entry: dict, result: ManifestCheck, on_
 
 
 def _refused(tag_dir: str, path: str) -> str | None:
-    """Why a listed file is not read: it leads outside the tag dir, or is no regular file."""
+    """Why a listed file is not read: it leads outside the tag dir, is a symlink loop, no regular file, or
+    a hard link with a name outside the tag dir."""
     if not confine.is_inside(tag_dir, path):
         return "leads outside the tag dir (`..`, an absolute path or a symlink): not read"
-    special = confine.special(path)
-    return f"{special}, not a regular file: not read" if special else None
+    if os.path.isdir(path):
+        return "a directory, not a regular file: not read"
+    return confine.refusal(tag_dir, path)

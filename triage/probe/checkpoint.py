@@ -192,11 +192,9 @@ def list_tag(root: str, tag: str, confined: bool = True) -> TagListing:
 
 
 def _unsafe(root: str, path: str) -> str | None:
-    """Why `path` must not be read, or None: it leads outside `root`, or it is a FIFO, device or socket."""
-    if not confine.is_inside(root, path):
-        return "leads outside the checkpoint root (a symlink): not followed"
-    special = confine.special(path)
-    return f"{special}, not a regular file: not read" if special and special != "a directory" else None
+    """Why `path` must not be read, or None: it leads outside `root`, is a symlink loop, a FIFO, device
+    or socket, or a hard link with a name outside `root` (confine.refusal)."""
+    return confine.refusal(root, path)
 
 
 def _listdir(path: str, errors: dict) -> list[str]:
@@ -214,15 +212,15 @@ def _has_shards(path: str) -> bool:
         return False
 
 
-def read_latest(root: str) -> Latest:
-    latest = Latest(path=os.path.join(root, "latest"))
+def read_latest(root: str, name: str = "latest") -> Latest:
+    """`latest` (or another pointer DeepSpeed reads the same way: `latest_universal`), confined."""
+    latest = Latest(path=os.path.join(root, name))
     latest.exists = os.path.lexists(latest.path)
     if not latest.exists:
         return latest
     try:
         with confine.open_regular(latest.path, root) as f:
             data = f.read(LATEST_MAX_BYTES + 1)
-            links = os.fstat(f.fileno()).st_nlink
     except confine.Refused as exc:
         latest.error = latest.refused = exc.strerror
         return latest
@@ -241,14 +239,7 @@ def read_latest(root: str) -> Latest:
         latest.error = latest.refused = (f"{len(data)} bytes that are not a tag name (over {TAG_MAX_CHARS} characters "
                                          "or control characters): not shown")
         return latest
-    named = os.path.join(root, text)
-    if links > 1 and not (confine.is_inside(root, named) and os.path.isdir(named)):
-        # a hard link can make `latest` another file (a one-line secret): its text is shown only
-        # when it names a tag that is here, which the directory listing shows anyway
-        latest.error = latest.refused = (f"a file with {links} hard links that names no tag in this directory: "
-                                         "possibly another file's content, not shown")
-        return latest
-    latest.text = text
+    latest.text = text  # a hard link out of the root was refused unread by open_regular
     return latest
 
 

@@ -7,7 +7,10 @@ limit). Every reader and writer under triage/probe, manifest and repair goes thr
 * `within(root, path)`: the path with its symlinks resolved, or Refused when it leaves the root.
   A symlink inside the root to elsewhere inside it is allowed (resolved, never followed out).
 * `open_regular(path, root)`: opened with O_NOFOLLOW | O_NONBLOCK on its resolved path, then
-  fstat'ed: a FIFO, device or socket is refused without ever blocking on it or reading it.
+  fstat'ed: a FIFO, device or socket is refused without ever blocking on it or reading it, and
+  so is a hard link whose other names are not all inside the root (probe/hardlinks.py).
+* `refusal(root, path)`: why a listed path will not be read (outside, a symlink loop, not a regular
+  file, a hard link out), from metadata only: what the listings and the manifest report by name.
 * `atomic_write` and `backup`: temporaries are created O_EXCL in a directory this process just
   made (mkdtemp), and renamed over the target; nothing is ever written or copied through a symlink.
 
@@ -21,6 +24,8 @@ import os
 import shutil
 import stat
 import tempfile
+
+from triage.probe.hardlinks import hard_link
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -73,18 +78,69 @@ def special(path: str) -> str | None:
     return None if stat.S_ISREG(mode) else kind(mode)
 
 
-def open_regular(path: str, root: str | None = None, mode: str = "rb"):
-    """A file object on the regular file at `path` (inside `root` when given), never blocking."""
+def open_regular(path: str, root: str | None = None, mode: str = "rb", noatime: bool = False):
+    """A file object on the regular file at `path` (inside `root` when given), never blocking. A FIFO,
+    device or socket, or a hard link with a name outside `root` (without one, outside the file's
+    directory) is refused from its stat, before any open, and the file opened must be the one vetted.
+    noatime: O_NOATIME where the kernel allows it (the file's owner, or root)."""
     real = within(root, path) if root is not None else os.path.realpath(path)
-    fd = os.open(real, _READ)
+    scope = root if root is not None else os.path.dirname(real)
+    try:
+        before = os.stat(real)
+        _vet(path, before, scope)
+        fd = _open(real, noatime)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # realpath left a link unresolved: a loop (or one swapped in since)
+            raise Refused(path, "a symlink loop: not followed") from None
+        raise
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Refused(path, f"{kind(st.st_mode)}, not a regular file: not read")
+        if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise Refused(path, "replaced while it was opened: not read")
+        if st.st_nlink > before.st_nlink:
+            _vet(path, st, scope)
         return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
     except BaseException:
         os.close(fd)
         raise
+
+
+def _vet(path: str, st: os.stat_result, scope: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(path, f"{kind(st.st_mode)}, not a regular file: not read")
+    why = hard_link(st, scope)
+    if why:
+        raise Refused(path, why)
+
+
+def _open(real: str, noatime: bool) -> int:
+    if noatime and getattr(os, "O_NOATIME", 0):
+        try:
+            return os.open(real, _READ | os.O_NOATIME)
+        except PermissionError:
+            pass  # O_NOATIME needs ownership: retry plainly (a real EACCES is raised again below)
+    return os.open(real, _READ)
+
+
+def refusal(root: str, path: str) -> str | None:
+    """Why `path` (listed in a dir under `root`) will not be read, from its metadata alone, or None: it
+    leads outside `root`, is a symlink loop, is not a regular file (a directory is fine here), or is a
+    hard link with a name outside `root`. A stat never blocks, unlike an open of a FIFO."""
+    if not is_inside(root, path):
+        return "leads outside the checkpoint root (a symlink or `..`): not followed"
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop: not followed"
+        return None  # missing or unreadable: the completeness and permission probes say so
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    try:
+        _vet(path, st, root)
+    except Refused as exc:
+        return exc.strerror
+    return None
 
 
 def fsync_dir(path: str) -> None:

@@ -29,6 +29,11 @@ MAX_FILES = 256
 MAX_HEADER = 100 * 1024 * 1024  # the header limit safetensors itself enforces
 
 
+def base(given: str) -> str:
+    """The dir the framework files are looked for under: the path given, or the dir of a file given."""
+    return given if os.path.isdir(given) else os.path.dirname(given)
+
+
 def find(base: str) -> list[str]:
     """The framework files under `base` (DEPTH levels, links not followed), at most MAX_FILES."""
     found: list[str] = []

@@ -21,6 +21,7 @@ from triage.repair.plan import Check, LoadSpec, Plan, Source, default_out, new_p
 from triage.repair.tools import PYTHON, run_tool
 
 NAME = "universal"
+NEEDS = ("torch", "deepspeed")  # what its commands import (triage/deps.py checks before --apply starts)
 EXTRACT_WORKERS, MERGE_WORKERS = 4, 2  # ds_to_universal's defaults, capped by the CPUs here
 
 
@@ -78,8 +79,8 @@ def execute(plan: Plan, staging: str) -> list[str]:
     return [f"ds_to_universal wrote {len(folders)} parameter folder(s)"]
 
 
-def _sha(path: str) -> str:
-    return sha256_file(path)[0]
+def _sha(path: str, root: str) -> str:
+    return sha256_file(path, root=root)[0]
 
 
 def structural(plan: Plan) -> list[Check]:
@@ -94,7 +95,7 @@ def structural(plan: Plan) -> list[Check]:
             if not z.ok:
                 bad.append(f"{os.path.relpath(os.path.join(dirpath, name), zero)}: {z.problem or z.unreadable}")
     copied = [n for n in plan.data["model_files"] if os.path.isfile(os.path.join(tag_dir, n))
-              and _sha(os.path.join(tag_dir, n)) == _sha(os.path.join(plan.root, plan.tag, n))]
+              and _sha(os.path.join(tag_dir, n), plan.out) == _sha(os.path.join(plan.root, plan.tag, n), plan.root)]
     latest = os.path.join(plan.out, "latest_universal")
     named = None
     if os.path.isfile(latest):

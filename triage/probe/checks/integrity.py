@@ -84,8 +84,7 @@ def _framework_files(ctx: ProbeContext, found: _Found) -> int:
     like a damaged shard. Returns how many were checked."""
     from triage.probe import framework_files
 
-    given = ctx.ckpt.given
-    base = given if os.path.isdir(given) else os.path.dirname(given)
+    base = framework_files.base(ctx.ckpt.given)
     paths = framework_files.find(base)
     for path in paths:
         wrong = framework_files.problem(path, base)

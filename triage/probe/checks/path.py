@@ -5,8 +5,9 @@ Trainer dir with weights but no DeepSpeed state is no_deepspeed_state; neither w
 shows a job that never used DeepSpeed and did not fail), or the dir the job
 passes to `load_checkpoint` is one level off (wrong_level: a tag dir, or a Trainer output dir
 above `checkpoint-N`), or something in it was not followed (unsafe_path: `latest`, a tag dir or a
-shard that leads outside the checkpoint root, or a FIFO, device or socket where a file should be;
-see probe/confine.py).
+shard that leads outside the checkpoint root, a symlink loop, a FIFO, device or socket where a file
+should be, or a hard link with a name outside the root, which may be any file on the machine; see
+probe/confine.py). None of them is opened, so none is read by another probe either.
 
 The path probed is whatever the user has at hand (a tag dir, a shard), so its own level is
 no fault. The level is judged on the target's load dir: `--load-dir`, or in `triage` the dir
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from triage.probe import confine
+from triage.probe import confine, framework_files
 from triage.probe.context import ProbeContext
 from triage.probe.result import ProbeResult, outcome
 
@@ -95,7 +96,7 @@ def _named_files(ctx: ProbeContext, signals, checked, evidence, context) -> None
     """The files the failing load could not find (the log names them: a Trainer's trainer_state.json,
     accelerate's scheduler.bin, a shard), looked up in the dir given: named_missing when one is not
     there. Each is placed by the longest end of its path whose parent dir exists here."""
-    base = ctx.ckpt.given if os.path.isdir(ctx.ckpt.given) else os.path.dirname(ctx.ckpt.given)
+    base = framework_files.base(ctx.ckpt.given)
     for named, source in ctx.target.missing_paths:
         here = _placed(base, named)
         if here is None:
@@ -126,13 +127,20 @@ def _placed(base: str, named: str) -> str | None:
 
 
 def _unsafe_paths(ctx: ProbeContext) -> list[str]:
-    """What the checkpoint plants that was refused: never followed, never read, never printed."""
+    """What the checkpoint plants that was refused: never followed, never read, never printed. The
+    framework's files beside the shards (scheduler.pt, rng_state.pth) are read too: a hard link or a
+    FIFO among them is named here."""
     out = [f"{path}: {why}" for path, why in ctx.ckpt.refused.items()]
     listing = ctx.listing
     if listing is not None:
         if listing.error and "outside the checkpoint root" in listing.error:
             out.append(f"tag {confine.shown(listing.tag)}: {listing.error}")
         out += [f"{listing.tag}/{confine.shown(name)}: {why}" for name, why in listing.refused.items()]
+    base = framework_files.base(ctx.ckpt.given)
+    for path in framework_files.find(base):
+        why = confine.refusal(base, path)
+        if why:
+            out.append(f"{confine.shown(os.path.relpath(path, base))}: {why}")
     return out
 
 

@@ -2,8 +2,11 @@
 
 Checks the execute bit of every directory from / down to the tag dir, that the root and the tag
 dir can be listed, and a real read (open + 4 bytes, O_NOATIME where allowed) of `latest`, every
-shard and every file a framework saved beside them. Each failure names the mode, the owner and who was checked. When root is refused, an
-NFS mount with root_squash is the usual reason (/proc/mounts says whether the path is on NFS).
+shard and every file a framework saved beside them. Reads go through confine.open_regular: a file
+that leads outside the checkpoint, is no regular file or is a hard link out is neither opened nor
+read (the path probe names it). Each failure names the mode, the owner and who was checked. When
+root is refused, an NFS mount with root_squash is the usual reason (/proc/mounts says whether the
+path is on NFS).
 The checks run as you, or with --as-user as the job's user (triage/probe/as_user.py): root
 itself ignores permission bits.
 
@@ -20,7 +23,7 @@ import pwd
 import shlex
 import stat
 
-from triage.probe import as_user
+from triage.probe import as_user, confine
 from triage.probe.context import ProbeContext
 from triage.probe.result import ProbeResult, outcome
 
@@ -35,17 +38,18 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown="no checkpoint to check permissions on", evidence=[], command="")
     who = ctx.as_user or as_user.current()
-    tag_dir = ckpt.tag_dir if ckpt.tag_dir and os.path.isdir(ckpt.tag_dir) else None
+    listing = ctx.listing
+    tag_dir = ckpt.tag_dir if ckpt.tag_dir and os.path.isdir(ckpt.tag_dir) and not _led_out(listing) else None
     chain = _ancestors(tag_dir or ckpt.root)
     dirs = [ckpt.root] + ([tag_dir] if tag_dir else [])
-    files = []
+    reads = []  # (file, the root it may not lead out of)
     if ckpt.latest and ckpt.latest.exists:
-        files.append(ckpt.latest.path)
-    listing = ctx.listing
+        reads.append((ckpt.latest.path, ckpt.root))
     if listing and listing.exists and not listing.error:
-        files += [os.path.join(listing.path, s.name) for s in listing.shards]
-    files += _framework_files(ckpt, files)
-    access = as_user.run_as(who, _access_check, chain, dirs, files)
+        reads += [(os.path.join(listing.path, s.name), listing.path) for s in listing.shards]
+    reads += _framework_files(ckpt, [path for path, _ in reads])
+    files = [path for path, _ in reads]
+    access = as_user.run_as(who, _access_check, chain, dirs, reads)
     if "error" in access:
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown=f"could not check as {who.describe()}: {access['error']}", evidence=[],
@@ -61,7 +65,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         evidence.append(hint or "you are root and were still refused: the file system enforces it "
                         "(NFS root_squash, a FUSE mount, or an LSM such as SELinux/AppArmor)")
     if not signals:
-        context.append(f"{len(files)} file(s) read and {len(chain)} directories traversed as {who.describe()}")
+        context.append(f"{len(files) - access['refused']} file(s) read and {len(chain)} directories traversed as "
+                       f"{who.describe()}" + (f"; {access['refused']} not read: they lead outside the checkpoint, are "
+                                              "not regular files or are hard links (the path probe names them)"
+                                              if access["refused"] else ""))
         if who.uid == 0:
             closed = _closed_to_others(chain, dirs, files)
             if closed:
@@ -76,19 +83,24 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    facts={"unreadable": access["unreadable"], "checked_as": who.describe()})
 
 
-def _framework_files(ckpt, files: list[str]) -> list[str]:
+def _led_out(listing) -> bool:
+    """The tag dir is a way out of the checkpoint root (the listing refused it): not listed here either."""
+    return bool(listing and listing.error and "outside the checkpoint root" in listing.error)
+
+
+def _framework_files(ckpt, files: list[str]) -> list[tuple[str, str]]:
     """The files a framework saved beside the shards (accelerate's scheduler.bin, the Trainer's
-    rng_state.pth: probe/framework_files.py): a resume opens them too, and one the job may not read
-    fails it with the same PermissionError."""
+    rng_state.pth: probe/framework_files.py), each with the dir they were found under: a resume opens
+    them too, and one the job may not read fails it with the same PermissionError."""
     from triage.probe import framework_files
 
-    base = ckpt.given if os.path.isdir(ckpt.given) else os.path.dirname(ckpt.given)
-    return [path for path in framework_files.find(base) if path not in files]
+    base = framework_files.base(ckpt.given)
+    return [(path, base) for path in framework_files.find(base) if path not in files]
 
 
-def _access_check(chain: list[str], dirs: list[str], files: list[str]) -> dict:
+def _access_check(chain: list[str], dirs: list[str], reads: list[tuple[str, str]]) -> dict:
     """The access checks, as whoever runs them (as_user.run_as may run this in a child that
-    dropped to the job's user): system calls only, JSON-able result."""
+    dropped to the job's user): system calls only, JSON-able result. reads: (file, its root)."""
     denied: list[list[str]] = []
     notes: list[str] = []
     # 1. every directory from / down to the tag dir must be traversable (x)
@@ -110,9 +122,13 @@ def _access_check(chain: list[str], dirs: list[str], files: list[str]) -> dict:
     # 3. a real read of latest and of every shard the tag dir shows; below a directory already
     # refused, the file's own mode is beside the point: count it, name the directory once
     closed = [path + os.sep for signal, path, _ in denied if signal == "untraversable"]
-    unreadable, behind = 0, 0
-    for path in files:
-        problem = _read_test(path)
+    unreadable, behind, refused = 0, 0, 0
+    for path, root in reads:
+        try:
+            problem = _read_test(path, root)
+        except confine.Refused:  # not read, so not judged here: the path probe reports it (unsafe_path)
+            refused += 1
+            continue
         if problem:
             unreadable += 1
             if any(path.startswith(d) for d in closed):
@@ -121,7 +137,7 @@ def _access_check(chain: list[str], dirs: list[str], files: list[str]) -> dict:
                 denied.append(["unreadable", path, problem])
     if behind:
         notes.append(f"{behind} file(s) below {closed[0].rstrip(os.sep)} cannot be opened because of it")
-    return {"denied": denied, "notes": notes, "unreadable": unreadable}
+    return {"denied": denied, "notes": notes, "unreadable": unreadable, "refused": refused}
 
 
 def _closed_to_others(chain: list[str], dirs: list[str], files: list[str]) -> list[str]:
@@ -152,19 +168,12 @@ def _ancestors(path: str) -> list[str]:
     return list(reversed(chain))
 
 
-def _read_test(path: str) -> str | None:
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOATIME", 0)  # a FIFO must not block
+def _read_test(path: str, root: str) -> str | None:
     try:
-        try:
-            fd = os.open(path, flags)
-        except PermissionError:
-            if not getattr(os, "O_NOATIME", 0):
-                raise
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NOATIME needs ownership; retry plainly
-        try:
-            os.read(fd, 4)
-        finally:
-            os.close(fd)
+        with confine.open_regular(path, root, noatime=True) as f:  # never a FIFO, never out of the root
+            f.read(4)
+    except confine.Refused:
+        raise  # not a permission problem: the caller counts it apart
     except PermissionError:
         return "cannot open it for reading (permission denied)"
     except OSError as exc:
