@@ -17,6 +17,8 @@ from pathlib import Path
 INDEX_PATH = Path(__file__).with_name("api_history.json")
 
 _ATTRIBUTE = re.compile(r"'(?P<owner>\w+)' object has no attribute '(?P<name>\w+)'")
+# pickle's lookup of a class it names: the checkpoint was pickled by a release that had it there
+_PICKLED = re.compile(r"Can't get attribute '(?P<name>\w+)' on <module '(?P<owner>deepspeed[\w.]*)'")
 _MODULE_ATTRIBUTE = re.compile(r"module '(?P<owner>deepspeed[\w.]*)' has no attribute '(?P<name>\w+)'")
 # Python 3.10+ prints the qualified name; before, the bare one (then the call site names it).
 _KEYWORD = re.compile(r"(?:(?P<owner>\w{1,80})\.|\b)(?P<method>load_checkpoint|save_checkpoint)\(\) "
@@ -65,6 +67,8 @@ def api_history(exception, versions: dict[str, str]) -> list[dict]:
 def _lookup(kind: str, message: str) -> tuple[str, str, str, str, str | None] | None:
     """(kind, owner, name, index section, key in it) by the message's shape."""
     if kind == "AttributeError":
+        if m := _PICKLED.search(message):
+            return "pickled", m["owner"], m["name"], "module_names", m["owner"]
         if m := _MODULE_ATTRIBUTE.search(message):
             return "module_name", m["owner"], m["name"], "module_names", m["owner"]
         if m := _ATTRIBUTE.search(message):
@@ -150,13 +154,14 @@ def _key(version: str) -> tuple[int, ...]:
 def _sentence(note: dict, releases: list[str]) -> str:
     name, owner = note["name"], note["owner"]
     what = {"attribute": f"`{owner}.{name}`", "keyword": f"keyword `{name}` of `{owner}()`",
-            "module_name": f"`{owner}.{name}`", "module": f"module `{name}`"}[note["kind"]]
+            "module_name": f"`{owner}.{name}`", "module": f"module `{name}`",
+            "pickled": f"`{owner}.{name}`, which the checkpoint's pickle names,"}[note["kind"]]
     span = f"DeepSpeed {_minor(releases[0])} to {_minor(releases[-1])}"
     text = (f"{what} exists in DeepSpeed {note['exists_in']}" if note["exists_in"]
             else f"{what} is in no DeepSpeed release indexed ({span})")
     if successor := note["successor"]:
         holder = {"attribute": f"`{owner}`", "keyword": f"`{owner}()`",
-                  "module_name": f"`{owner}`", "module": "DeepSpeed"}[note["kind"]]
+                  "module_name": f"`{owner}`", "module": "DeepSpeed", "pickled": f"`{owner}`"}[note["kind"]]
         text += f"; from {successor['from']} {holder} has `{successor['name']}`"
     for caller in note["callers"]:
         text += f"; {caller['project']} {caller['passes_in']} passes it"

@@ -23,15 +23,19 @@ class FrameSpec(Frozen):
 class Conditions(Frozen):
     """All must hold. exception/message/frames hold for one same exception."""
 
-    __slots__ = _fields = ("exception", "message", "frames", "line", "run_line", "exit_code", "no_traceback", "ranks")
+    __slots__ = _fields = ("exception", "message", "frames", "line", "run_line", "exit_code", "no_traceback", "ranks",
+                           "facts")
 
     def __init__(self, exception: Regex | None = None, message: Regex | None = None,
                  frames: tuple[FrameSpec, ...] = (), line: Regex | None = None, run_line: Regex | None = None,
-                 exit_code: int | None = None, no_traceback: bool | None = None, ranks: str | None = None):
+                 exit_code: int | None = None, no_traceback: bool | None = None, ranks: str | None = None,
+                 facts: tuple[tuple[str, str | None], ...] = ()):
         self.exception, self.message, self.frames, self.line = exception, message, frames, line
         self.run_line = run_line  # like line, in the run that failed only (match.LogView.run_text)
         self.exit_code, self.no_traceback = exit_code, no_traceback
         self.ranks = ranks  # "some" | "all": which of the log's ranks raised it
+        # (signal, side or None): what the log's state-dict difference means (triage.analysis.state_dict)
+        self.facts = facts
 
     @property
     def exception_scoped(self) -> bool:
@@ -39,7 +43,8 @@ class Conditions(Frozen):
 
     @property
     def specificity(self) -> int:
-        return sum(x is not None for x in (self.exception, self.message, self.line, self.run_line, self.exit_code, self.no_traceback, self.ranks)) + len(self.frames)
+        return sum(x is not None for x in (self.exception, self.message, self.line, self.run_line, self.exit_code,
+                                           self.no_traceback, self.ranks)) + len(self.frames) + len(self.facts)
 
 
 class Pattern(Frozen):
@@ -120,7 +125,14 @@ def _conditions(spec: dict) -> Conditions:
         exit_code=spec.get("exit_code"),
         no_traceback=spec.get("no_traceback"),
         ranks=spec.get("ranks"),
+        facts=tuple(parse_fact(f) for f in spec.get("facts", ())),
     )
+
+
+def parse_fact(text: str) -> tuple[str, str | None]:
+    """`tp_ratio` -> ("tp_ratio", None); `zero3_placeholder:checkpoint` -> (signal, the side it is on)."""
+    name, _, side = text.partition(":")
+    return name, side or None
 
 
 def _re(pattern: str | None, flags: int = 0) -> Regex | None:

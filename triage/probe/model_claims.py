@@ -16,8 +16,8 @@ them (adapter_only, not missing_keys).
 
 from __future__ import annotations
 
-import re
 
+from triage.analysis.state_dict import ADAPTER
 from triage.probe.log_facts import ModelClaims
 from triage.probe.result import ProbeResult, outcome
 
@@ -25,8 +25,6 @@ NAME = "model"
 CAP = 10
 # torch's names are relative to the module loaded; a saved name may carry a wrapper prefix.
 _PREFIXES = ("", "module.", "_orig_mod.", "module._orig_mod.")
-# Parameter names PEFT gives adapter weights (peft/tuners: LoRA, DoRA, IA3, prompt tuning, trained heads).
-ADAPTER = re.compile(r"(?:^|\.)(?:lora_\w+|ia3_l|prompt_encoder|prompt_embeddings|modules_to_save|adapter\w*)(?:\.|$)")
 
 
 def _find(saved: dict, name: str):

@@ -6,8 +6,9 @@ bytes. Expected: --model FILE (triage/probe/model_file.py: a JSON/YAML of names 
 torch state-dict file or a .safetensors header).
 
 A wrapper prefix on one side only (`module.` of DDP/DeepSpeed, `_orig_mod.` of torch.compile,
-`base_model.model.` of PEFT) is recognised first: the names are compared once it is removed and
-the prefix is its own signal. Confirmed: prefix_module, prefix_orig_mod, prefix_peft,
+`base_model.model.` of PEFT, `model.` of a task head's base model) is recognised first: the names
+are compared once it is removed and the prefix is its own signal. Prefixes and renames are read by
+triage.analysis.state_dict, the analysis classify applies to the same differences in a log. Confirmed: prefix_module, prefix_orig_mod, prefix_peft,
 missing_keys (the model has names the checkpoint lacks), unexpected_keys (the checkpoint has
 names the model lacks), shapes_differ, renamed_module (the missing and unexpected names pair up,
 same shapes, once one module path is swapped for another: `blocks.` saved, `trunk.` built; a load
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import shlex
 
+from triage.analysis.state_dict import PREFIXES, align, module_renames
 from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file
 from triage.probe.model_claims import check_claims
@@ -29,48 +31,8 @@ from triage.probe.safe_pickle import tensor_shapes
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "model"
-PREFIXES = (("module.", "prefix_module"), ("_orig_mod.", "prefix_orig_mod"), ("base_model.model.", "prefix_peft"))
 SIGNALS = tuple(s for _, s in PREFIXES) + ("missing_keys", "unexpected_keys", "shapes_differ", "renamed_module")
 CAP = 10  # names listed per kind of difference
-
-
-def _strip(keys, prefix: str) -> dict[str, str]:
-    """new name -> original name, `prefix` removed where present."""
-    return {(k[len(prefix):] if k.startswith(prefix) else k): k for k in keys}
-
-
-def align(saved: dict, expected: dict) -> tuple[dict, dict, list[tuple[str, str, str]], dict[str, str]]:
-    """saved and expected renamed so that a one-sided wrapper prefix no longer differs.
-
-    Returns the renamed dicts, the prefixes removed: (prefix, signal, side it was on), and the
-    saved names' originals (renamed -> as saved)."""
-    removed = []
-    origin = {k: k for k in saved}
-    for _ in range(len(PREFIXES)):  # e.g. `module._orig_mod.`: one prefix per round
-        best = None
-        overlap = len(saved.keys() & expected.keys())
-        for prefix, signal in PREFIXES:
-            for side in ("checkpoint", "model"):
-                src = saved if side == "checkpoint" else expected
-                if not any(k.startswith(prefix) for k in src):
-                    continue
-                renamed = _strip(src, prefix)
-                if len(renamed) < len(src):
-                    continue  # stripping would merge two names
-                other = expected if side == "checkpoint" else saved
-                gain = len(renamed.keys() & other.keys())
-                if gain > overlap and (best is None or gain > best[0]):
-                    best = (gain, prefix, signal, side, renamed)
-        if best is None:
-            break
-        _, prefix, signal, side, renamed = best
-        if side == "checkpoint":
-            saved = {n: saved[o] for n, o in renamed.items()}
-            origin = {n: origin[o] for n, o in renamed.items()}
-        else:
-            expected = {n: expected[o] for n, o in renamed.items()}
-        removed.append((prefix, signal, side))
-    return saved, expected, removed, origin
 
 
 def _listed(what: str, names: list[str]) -> str:
@@ -178,33 +140,6 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                           "renamed": [{"checkpoint": old, "model": new, "tensors": n} for old, new, n in renames],
                           "prefixes": [{"prefix": p, "side": s} for p, _, s in removed]},
                    sources={"model": "--model"})
-
-
-def module_renames(missing, unexpected, expected: dict, saved: dict) -> list[tuple[str, str, int]]:
-    """(saved module path, model module path, tensors) for the renames that pair unexpected names with
-    missing ones: the same rest of the name and shape once one path is swapped for the other. The
-    pairing covering most tensors first; a rename must cover at least two (one pair is a coincidence)."""
-    by_rest: dict[str, list[str]] = {}
-    for name in missing:
-        parts = name.split(".")
-        for k in range(1, len(parts)):
-            by_rest.setdefault(".".join(parts[k:]), []).append(".".join(parts[:k]))
-    votes: dict[tuple[str, str], set[str]] = {}
-    for name in unexpected:
-        parts = name.split(".")
-        for k in range(1, len(parts)):
-            old, rest = ".".join(parts[:k]), ".".join(parts[k:])
-            for new in by_rest.get(rest, ()):
-                if new != old and tuple(saved[name]) == tuple(expected[f"{new}.{rest}"]):
-                    votes.setdefault((old, new), set()).add(rest)
-    renames, taken_old, taken_new = [], set(), set()
-    for (old, new), rests in sorted(votes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        olds, news = {f"{old}.{r}" for r in rests} - taken_old, {f"{new}.{r}" for r in rests} - taken_new
-        if min(len(olds), len(news)) >= 2:
-            renames.append((old, new, min(len(olds), len(news))))
-            taken_old |= olds
-            taken_new |= news
-    return renames
 
 
 def _example(names, prefix: str) -> str:
