@@ -106,14 +106,15 @@ def test_why_fix_rules_runbook_reset(chat, tmp_path):
 
 def test_run_refuses_what_is_not_read_only_and_asks_before_running_the_rest(rules, tmp_path):
     ran = []
-    chat = Conversation(Session(rules), run_command=lambda c: ran.append(c) or readonly.run(c))
+    chat = Conversation(Session(rules, given={"ckpt": str(tmp_path)}),
+                        run_command=lambda c: ran.append(c) or readonly.run(c, readonly.Context.of(chat.session)))
     chat.handle(corpus_log(ZERO3_LOG))
     chat.handle("skip")
     out = chat.handle("/run 7").text  # grep '"stage"' "$DS_CONFIG": no config given
     assert 'Not run: it still has "$DS_CONFIG" in it' in out and ran == []
     assert "Not run: `rm` is not on the chat's list" in chat.handle(f"/run rm -rf {tmp_path}").text
-    assert "only simple commands and pipes" in chat.handle(f"/run ls {tmp_path}; rm -rf {tmp_path}").text
-    (tmp_path / "notes.txt").write_text("saved at step 3\n")
+    assert "the chat runs one program with no shell" in chat.handle(f"/run ls {tmp_path}; rm -rf {tmp_path}").text
+    (tmp_path / "notes.txt").write_text("saved at step 3\n")  # in the checkpoint: cat may show it
     out = chat.handle(f"/run cat {tmp_path}/notes.txt").text
     assert "It only reads. [y/N]" in out and ran == [] and chat.prompt() == "[y/N]> "
     assert "Not done." in chat.handle("").text and ran == []  # the default is no
@@ -123,50 +124,6 @@ def test_run_refuses_what_is_not_read_only_and_asks_before_running_the_rest(rule
     assert ran == [f"cat {tmp_path}/notes.txt"] and "  saved at step 3" in out
     assert chat.session.commands[0].output == "saved at step 3\n" and chat.session.commands[0].returncode == 0
     assert tmp_path.exists()
-
-
-@pytest.mark.parametrize("command, why", [
-    ('python -c "import sys, torch; print(torch.load(sys.argv[1], weights_only=False))" x.pt', "calls torch.load"),
-    ("python -c \"import os; os.system('touch x')\"", "uses os.system"),
-    ("python -c \"open('x', 'w').write('')\"", "not a read mode"),
-    ("python -c \"import zipfile; zipfile.ZipFile('a.pt').extractall('out')\"", "uses .extractall"),
-    ("python -c \"import subprocess\"", "imports subprocess"),
-    ("python -m pip list", "only `python -c CODE`"),
-    ("find /tmp -name x -delete", "find with -delete"),
-    ("dmesg -C", "can change the kernel log"),
-    ("env rm x", "runs another program"),
-    ("ls $(rm x)", "command substitution"),
-    ("cat x > y", "uses `>`"),
-    ("ls /tmp;rm x", "uses `;`"),
-    ("ls /tmp\nrm x", "spans lines"),
-    ("git -C . lfs ls-files", "`git` is not on the chat's list"),
-    ("ds-triage repair config . --apply", "repair --apply writes"),
-    ("ds-triage rules docs", "only ds-triage"),
-])
-def test_readonly_refuses(command, why):
-    assert why in (readonly.check(command) or "")
-
-
-@pytest.mark.parametrize("command", [
-    "ls -la /tmp", "grep -n -A3 '\"bf16\"\\|\"fp16\"' /tmp/ds_config.json", "env | grep -i weights_only",
-    "python -c \"import sys, zipfile; [print(p, zipfile.is_zipfile(p)) for p in sys.argv[1:]]\" a.pt",
-    "python -c \"import json, sys; d = json.load(open(sys.argv[1])); print(d.get('type'))\" x.json",
-    "python -c \"import torch; print(torch.__version__)\"", "dmesg -T | grep -i -E 'out of memory'",
-    "find /tmp -maxdepth 1 -type f -size 0 -ls", "ds-triage probe /tmp/x", "ds-triage repair config /tmp/x",
-])
-def test_readonly_allows(command):
-    assert readonly.check(command) is None
-
-
-def test_readonly_run_caps_output_stops_at_the_time_limit_and_strips_escapes(tmp_path):
-    run = readonly.run("head -c 200000 /dev/zero | tr '\\0' a", cap=1000)
-    assert run.truncated and len(run.output) == 1000 and run.returncode is None
-    run = readonly.run("tail -f /dev/null", timeout=0.5)
-    assert run.returncode is None and not run.truncated
-    (tmp_path / "colour").write_bytes(b"\x1b[2Jcleared\x07\n")
-    run = readonly.run(f"cat {tmp_path}/colour")
-    assert "\x1b" not in run.output and "\x07" not in run.output and "cleared" in run.output
-    assert readonly.run(f"ls {tmp_path}/absent").returncode != 0
 
 
 def test_export_refuses_to_overwrite_without_a_yes(chat, tmp_path):

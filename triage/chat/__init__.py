@@ -6,7 +6,9 @@
     conversation.py  `Conversation.handle(message) -> Reply`: the whole dialogue, no terminal I/O
     commands.py      the slash commands, registered with `@command`; /help is built from them
     replies.py       the text of the answers (ranked causes, verdict, evidence, fix)
-    readonly.py      which verification commands may run from the chat, and running them
+    readonly.py      /run: what a command may touch, its argv, and running it (no shell)
+    run_policy.py    /run's allow-list: the programs, each one's options and operands
+    shell_words.py   a command's words as sh would split them; what only a shell acts on refused
     repair.py        /repair: `ds-triage repair`'s dry run, then --apply after a yes naming its writes
     lookup.py        /runbook: the page `ds-triage runbook` prints
     reply.py         what a message gets back (Reply) and what the conversation waits for (Ask)

@@ -109,10 +109,11 @@ def _run(conv, arg: str) -> Reply:
         if int(arg) not in steps:
             return reply(f"No check [{arg}]: /verify lists them.")
         command_text = steps[int(arg)]
-    why = readonly.check(command_text)
-    if why:
-        return reply(f"Not run: {why}.", f"To run it yourself: {command_text}")
-    return conv.confirm(f"Run `{command_text}`? It only reads. [y/N]", lambda: conv.run_now(command_text))
+    found = readonly.plan(command_text, readonly.Context.of(conv.session))
+    if isinstance(found, str):  # one line; a check from /verify is also shown to copy
+        return reply(f"Not run: {found}.", *([f"To run it yourself: {command_text}"] if arg.isdigit() else []))
+    how = f" ({found.note})" if found.note else ""
+    return conv.confirm(f"Run `{command_text}`{how}? It only reads. [y/N]", lambda: conv.run_now(command_text))
 
 
 @command("/repair", "/repair [ACTION]", "Plan a repair of the checkpoint (a dry run); apply it after a yes.")

@@ -42,7 +42,7 @@ class Conversation:
         self.session = session
         self.style = style or Style(False)
         self.interactive = interactive
-        self.run_command = run_command or readonly.run
+        self.run_command = run_command or (lambda command: readonly.run(command, readonly.Context.of(self.session)))
         self.pending: Ask | None = None
 
     # ------------------------------------------------------------------ the entry point

@@ -1,257 +1,251 @@
-"""Which commands the chat may run for the user, and running them with a time limit and an
-output cap.
+"""The commands `/run` executes for the user, and running them: no shell, read-only, bounded.
 
-Only read-only programs run: simple commands and pipes of the programs in PROGRAMS, each
-with its arguments checked where the program can also write or act (find -delete, dmesg -C,
-env CMD, python -c code that unpickles). No `;`, `&&`, redirection or command substitution:
-a command is either plainly read-only or it is refused with the reason, and shown to copy.
-`check(command)` says why not (or None); `run(command)` runs an allowed one under /bin/sh
-(for the globs the rules' commands use: `{ckpt}/{tag}/*.pt`).
+Why no shell: a check on the text a shell will read is defeated by the shell's own expansions
+(`find ... -delete$9`, `uniq IN${IFS}OUT`, `sort $9-o`). So the chat splits the command itself,
+with sh's quoting rules (triage.chat.shell_words), and refuses every construct a shell would act
+on instead of passing it: `$`, backticks, `;`, `|`, `&`, `<`, `>`, `(`, braces, a leading `~` or
+`#`, more than one line. The words become the argv of subprocess.Popen(argv, shell=False), the
+program found in SAFE_PATH only: stdin closed, a minimal environment, a time limit, an output cap. Unquoted `*`, `?` and `[` are expanded by the chat, and only
+inside the checkpoint. Each program and each of its options is on an allow-list
+(triage.chat.run_policy); a program that reads a file's bytes (cat, head, grep, ...) reads only
+files in the checkpoint, the ds_config or /sys/fs/cgroup (a symlink is followed before the check;
+a file swapped between the check and the read is not caught).
+
+No interpreter runs on text from the user: every interpreter and launcher (python, perl, sh, env,
+xargs, ...) is refused, since no check of its code can be complete (issue 40: `zipfile.os.execl`,
+`importlib`, `open(**{'mode': 'w'})` passed the old one). ds-triage's own read-only commands run as
+ds-triage's interpreter on its own modules: `ds-triage probe ...` and
+`python -m triage.probe.safe_pickle ...` become `sys.executable -I -c BOOT MODULE ARGS`, built
+here, their options checked like any program's. A rule's `python -c` check runs only when the text
+is one the chat itself printed (/verify): its code is then the rule's, never the user's, and it
+runs with the same interpreter, isolated (-I: no cwd, PYTHONPATH or user site on sys.path), which
+the confirmation names (the job's own python may differ); those that torch.load a checkpoint file
+(it unpickles a stranger's file) or read the job's environment (the chat's minimal one is not it)
+are refused with that reason.
 """
 
 from __future__ import annotations
 
 import ast
+import glob
 import os
-import shlex
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 
+from triage.chat import run_policy as policy
 from triage.chat.session import CommandRun
+from triage.chat.shell_words import Word, split
 
 TIMEOUT = 20.0  # seconds
 MAX_OUTPUT = 64 * 1024  # bytes kept of stdout and stderr together
-
-# Programs that only read, whatever their arguments (the time limit stops a `tail -f`).
-READERS = {"ls", "stat", "cat", "head", "tail", "grep", "wc", "du", "df", "file", "id", "namei", "findmnt",
-           "free", "readlink", "realpath", "od", "sha256sum", "md5sum", "cksum", "basename", "dirname", "sort",
-           "uniq", "cut", "tr", "nproc", "uname", "hostname", "whoami"}
-CHECKED = {"find", "env", "dmesg", "python", "python3", "ds-triage"}
+MAX_MATCHES = 4096  # files a glob may expand to
+SAFE_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+KEEP_ENV = ("HOME", "TZ", "DS_ACCELERATOR", "CUDA_VISIBLE_DEVICES", "DS_TRIAGE_RULES", "DS_TRIAGE_EXTRA_RULES",
+            "DS_TRIAGE_DOCS_URL")
+SYSTEM_READABLE = ("/sys/fs/cgroup",)  # memory.max and friends (DS-R001)
+PLACEHOLDERS = {'"$CKPT"': "ckpt", '"$TAG"': "ckpt", '"$DS_CONFIG"': "config"}
+# Runs a module of ds-triage's own package with the argv after it (sys.path: that package first).
+BOOT = ("import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv.pop(0); "
+        "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass(frozen=True)
-class Options:
-    """The options a reader that *can* write may take (any other is refused), the ones among
-    them that take a value (`-k 2`, `-k2`, `--key=2`), and how many operands it may have."""
+class Context:
+    """What a command may touch: the checkpoint root (content reads, globs), the ds_config file,
+    and the verify commands the chat printed (the only ones whose python code may run)."""
 
-    short: str
-    long: frozenset[str]
-    short_with_value: str = ""
-    long_with_value: frozenset[str] = frozenset()
-    max_operands: int | None = None
-    more_operands: str = ""  # what one more operand would do
+    root: str | None = None
+    config: str | None = None
+    offered: frozenset[str] = frozenset()
 
+    @classmethod
+    def of(cls, session) -> Context:
+        facts = session.report.facts if session.report is not None else {}
+        ckpt = facts.get("ckpt") or session.facts.get("ckpt")
+        if ckpt and not facts.get("ckpt"):
+            from triage.probe.checkpoint import locate
 
-# The readers with an option or operand that writes, runs a program or sets something; every
-# other reader has none (tests/test_chat_readonly.py reads each one's --help to keep that true).
-# Left out on purpose: sort -o/--output, -T, --compress-program; uniq's OUTPUT operand; file -C
-# (writes a compiled magic file); hostname NAME, -F, -b (set the host name).
-READER_OPTIONS = {
-    "sort": Options("bdfgiMhnRrVcCmsuz", frozenset({
-        "--ignore-leading-blanks", "--dictionary-order", "--ignore-case", "--general-numeric-sort",
-        "--ignore-nonprinting", "--month-sort", "--human-numeric-sort", "--numeric-sort", "--random-sort",
-        "--reverse", "--version-sort", "--check", "--merge", "--stable", "--unique", "--zero-terminated",
-        "--key", "--field-separator", "--buffer-size", "--sort", "--batch-size", "--parallel", "--debug",
-        "--random-source", "--files0-from", "--help", "--version"}),
-        short_with_value="ktS", long_with_value=frozenset({
-            "--key", "--field-separator", "--buffer-size", "--sort", "--batch-size", "--parallel",
-            "--random-source", "--files0-from"})),
-    "uniq": Options("cdDiuzfsw", frozenset({
-        "--count", "--repeated", "--all-repeated", "--ignore-case", "--unique", "--zero-terminated",
-        "--skip-fields", "--skip-chars", "--check-chars", "--group", "--help", "--version"}),
-        short_with_value="fsw", long_with_value=frozenset({"--skip-fields", "--skip-chars", "--check-chars"}),
-        max_operands=1, more_operands="uniq writes to its second operand"),
-    "file": Options("bcEhiIkLlNnprsSvz0mfFeP", frozenset({
-        "--brief", "--checking-printout", "--dereference", "--no-dereference", "--mime", "--mime-type",
-        "--mime-encoding", "--keep-going", "--list", "--no-buffer", "--no-pad", "--preserve-date", "--raw",
-        "--special-files", "--no-sandbox", "--uncompress", "--uncompress-noreport", "--print0",
-        "--magic-file", "--files-from", "--separator", "--exclude", "--exclude-quiet", "--extension",
-        "--apple", "--parameter", "--help", "--version"}),
-        short_with_value="mfFeP", long_with_value=frozenset({
-            "--magic-file", "--files-from", "--separator", "--exclude", "--exclude-quiet", "--parameter"})),
-    "hostname": Options("sfdiIAaynV", frozenset({
-        "--short", "--fqdn", "--long", "--domain", "--ip-address", "--all-ip-addresses", "--all-fqdns",
-        "--alias", "--yp", "--nis", "--help", "--version"}),
-        max_operands=0, more_operands="hostname NAME sets the host name"),
-}
-PROGRAMS = READERS | CHECKED
-FIND_ACTIONS = {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
-DMESG_FLAGS = {"-T", "--ctime", "-H", "--human", "-k", "--kernel", "-x", "--decode", "-L", "--color", "-t",
-               "--notime", "-l", "--level", "-f", "--facility"}
-DS_TRIAGE_READERS = {"classify", "probe", "triage", "runbook", "repair"}  # repair: its dry run only
-PLACEHOLDERS = {'"$CKPT"': "ckpt", '"$TAG"': "ckpt", '"$DS_CONFIG"': "config"}
-OPERATORS = set("();<>|&")
-
-# python -c: the modules it may import; torch and deepspeed only for their __version__.
-PY_MODULES = {"json", "sys", "zipfile", "importlib", "importlib.util", "os", "os.path"}
-PY_VERSION_ONLY = {"torch", "deepspeed"}
-# What of a module the code may use (a module not named here: anything but WRITERS).
-PY_NAMES = {"os": {"environ", "path", "getcwd", "listdir", "stat", "sep"}, "importlib": {"util"},
-            "importlib.util": {"find_spec"}, "sys": {"argv", "stdout", "stderr", "version", "version_info",
-                                                    "platform", "executable", "path"}}
-# Methods that write or act, on whatever object (ZipFile(p).extractall(), Path(p).unlink()); a plain
-# .write() can only reach stdout or a file open() let through in a read mode.
-PY_WRITERS = {"extractall", "extract", "writestr", "mkdir", "makedirs", "unlink", "remove",
-              "rename", "rmdir", "chmod", "chown", "truncate", "touch", "write_text", "write_bytes",
-              "system", "popen", "kill", "import_module"}
-PY_FORBIDDEN_CALLS = {"exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "globals",
-                      "breakpoint", "input", "vars"}
+            ckpt = locate(ckpt).root or ckpt
+        return cls(ckpt, facts.get("config") or session.facts.get("config"),
+                   frozenset(step.command for step in session.steps()))
 
 
-def check(command: str) -> str | None:
+@dataclass(frozen=True)
+class Plan:
+    argv: list[str]
+    note: str = ""  # how it runs, when that is not what the text says (ds-triage's own python)
+
+
+def check(command: str, ctx: Context | None = None) -> str | None:
     """None when `command` may run from the chat; else why not, in one line."""
+    found = plan(command, ctx or Context())
+    return found if isinstance(found, str) else None
+
+
+def plan(command: str, ctx: Context) -> Plan | str:
+    """The argv `command` runs as, or why it does not run."""
     for placeholder, fact in PLACEHOLDERS.items():
         if placeholder in command:
             return f"it still has {placeholder} in it: give the {fact} first (/set {fact} PATH)"
-    if "\n" in command or "\r" in command:
-        return "it spans lines: the shell would run each as a command"
-    for construct in ("$(", "`", "<(", ">("):
-        if construct in command:
-            return f"it uses {construct} (command substitution), which the chat does not run"
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError as exc:
-        return f"it cannot be parsed ({exc})"
-    stages: list[list[str]] = [[]]
-    for token in tokens:
-        if token == "|":
-            stages.append([])
-        elif set(token) <= OPERATORS:
-            return f"it uses `{token}`: only simple commands and pipes run from the chat"
-        else:
-            stages[-1].append(token)
-    if not all(stages):
-        return "it has an empty command in its pipe"
-    for argv in stages:
-        why = _check_program(argv)
-        if why:
-            return why
-    return None
+    words = split(command)
+    if isinstance(words, str):
+        return words
+    if not words or not words[0].text:
+        return "there is no program to run"
+    name, args = words[0].text, [w.text for w in words[1:]]
+    if words[0].pattern or "/" in name:
+        return f"`{name}`: give a program by its name; the chat runs its own copy from {SAFE_PATH}"
+    if name == "ds-triage":
+        return _own_module("triage", words[1:], ctx, subcommand=True)
+    if name in ("python", "python3") and args[:2] == ["-m", "triage.probe.safe_pickle"]:
+        return _own_module("triage.probe.safe_pickle", words[3:], ctx)
+    if name in ("python", "python3") and args[:1] == ["-c"] and len(args) > 1 and command in ctx.offered:
+        return _rule_python(args[1], words[3:], ctx)
+    if name == "find":
+        spec, operands = policy.Spec(), policy.check_find(args)
+    elif name in policy.PROGRAMS:
+        spec = policy.PROGRAMS[name]
+        operands = policy.check_options(name, spec, args)
+    else:
+        return policy.refused_program(name)
+    if isinstance(operands, str):
+        return operands
+    program = shutil.which(name, path=SAFE_PATH)
+    if program is None:
+        return f"`{name}` is not installed here (looked in {SAFE_PATH})"
+    rest = _operands(words[1:], operands, spec.operands, ctx)
+    return rest if isinstance(rest, str) else Plan([program, *rest])
 
 
-def _check_program(argv: list[str]) -> str | None:
-    program, args = argv[0], argv[1:]
-    if program not in PROGRAMS:
-        return f"`{program}` is not on the chat's list of read-only programs (ls, stat, cat, grep, find, ...)"
-    if program in READER_OPTIONS:
-        why = _check_options(program, args, READER_OPTIONS[program])
-        if why:
-            return why
-    if program == "find" and FIND_ACTIONS & set(args):
-        return f"find with {', '.join(sorted(FIND_ACTIONS & set(args)))} can write or run commands"
-    if program == "env" and args:
-        return "env with arguments runs another program; plain `env` only"
-    if program == "dmesg":
-        flags = {a.split("=", 1)[0] for a in args if a.startswith("-")}
-        if flags - DMESG_FLAGS:
-            return f"dmesg {' '.join(sorted(flags - DMESG_FLAGS))} can change the kernel log; read flags only"
-    if program in ("python", "python3"):
-        if len(args) < 1 or args[0] != "-c" or len(args) < 2:
-            return "only `python -c CODE` runs from the chat"
-        return check_python(args[1])
-    if program == "ds-triage" and (not args or args[0] not in DS_TRIAGE_READERS):
-        return f"only ds-triage {', '.join(sorted(DS_TRIAGE_READERS))} run from the chat"
-    if program == "ds-triage" and args[0] == "repair" and "--apply" in args:
-        return "repair --apply writes; /repair ACTION plans it and asks before applying"
-    return None
+def _own_module(module: str, words: list[Word], ctx: Context, subcommand: bool = False) -> Plan | str:
+    """ds-triage's own read-only command: its module, run by its own interpreter, argv built here."""
+    spec, lead = policy.SAFE_PICKLE, []
+    if subcommand:
+        sub = words[0].text if words else ""
+        if sub not in policy.DS_TRIAGE:
+            return f"only ds-triage {', '.join(policy.DS_TRIAGE)} run from the chat (/repair plans a repair)"
+        spec, lead, words = policy.DS_TRIAGE[sub], [sub], words[1:]
+    operands = policy.check_options("ds-triage" if subcommand else module, spec, [w.text for w in words])
+    if isinstance(operands, str):
+        return operands
+    rest = _operands(words, operands, spec.operands, ctx)
+    if isinstance(rest, str):
+        return rest
+    return Plan([sys.executable, "-I", "-c", BOOT, PACKAGE_ROOT, module, *lead, *rest],
+                f"with ds-triage's own python, {sys.executable}")
 
 
-def _check_options(program: str, args: list[str], allowed: Options) -> str | None:
-    operands: list[str] = []
-    words = iter(args)
-    for word in words:
-        if word == "--":
-            operands.extend(words)
-        elif word.startswith("--"):
-            name, has_value = word.split("=", 1)[0], "=" in word
-            if name not in allowed.long:
-                return f"{program} {name} is not a read-only option of {program} (it can write or act)"
-            if name in allowed.long_with_value and not has_value:
-                next(words, None)
-        elif word.startswith("-") and word != "-":
-            for i, letter in enumerate(word[1:], 1):
-                if letter not in allowed.short + allowed.short_with_value:
-                    return f"{program} -{letter} is not a read-only option of {program} (it can write or act)"
-                if letter in allowed.short_with_value:
-                    if i == len(word) - 1:
-                        next(words, None)
-                    break
-        else:
-            operands.append(word)
-    if allowed.max_operands is not None and len(operands) > allowed.max_operands:
-        return f"{allowed.more_operands}; the chat runs read-only commands only"
-    return None
-
-
-def check_python(code: str) -> str | None:
-    """None when the `python -c` code only reads: allowed imports, read-mode opens, no
-    torch.load (it unpickles, and weights_only=False runs any code a checkpoint holds)."""
+def _rule_python(code: str, words: list[Word], ctx: Context) -> Plan | str:
+    """A rule's python check, printed by the chat: refused when it unpickles or reads the environment."""
     try:
         tree = ast.parse(code)
     except SyntaxError as exc:
         return f"its python code does not parse ({exc.msg})"
-    modules: dict[str, str] = {}  # local name -> module
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for name in names:
-                if name not in PY_MODULES | PY_VERSION_ONLY:
-                    return f"its python code imports {name}, which is not on the read-only list"
-                if isinstance(node, ast.ImportFrom) and name in PY_VERSION_ONLY:
-                    return f"its python code imports from {name}"
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    modules[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            module = modules.get(node.value.id)
-            if module in PY_VERSION_ONLY and node.attr != "__version__":
-                if module == "torch" and node.attr == "load":
-                    return ("it calls torch.load, which unpickles the file (weights_only=False runs any code in "
-                            "it); `ds-triage probe` reads the same metadata without unpickling")
-                return f"its python code uses {module}.{node.attr}; only {module}.__version__ is read"
-            if module in PY_NAMES and node.attr not in PY_NAMES[module]:
-                return f"its python code uses {module}.{node.attr}"
-        if isinstance(node, ast.Attribute) and (node.attr in PY_WRITERS or _dunder(node.attr)):
-            return f"its python code uses .{node.attr}, which can write or reach around the checks"
-        if isinstance(node, ast.Name) and _dunder(node.id):
-            return f"its python code uses {node.id}"
-        if isinstance(node, ast.Call):
-            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
-            if name in PY_FORBIDDEN_CALLS:
-                return f"its python code calls {name}()"
-            if name in ("open", "ZipFile") and not _read_mode(node):
-                return f"its python code calls {name}() with a mode that is not a read mode"
+            if (node.value.id, node.attr) == ("torch", "load"):
+                return ("it calls torch.load, which unpickles the checkpoint's file: the chat reads checkpoints "
+                        "only with ds-triage's safe reader (/probe)")
+            if (node.value.id, node.attr) == ("os", "environ"):
+                return "it reads the job's environment, which the chat's own (minimal) one is not: run it there"
+    rest = _operands(words, list(range(len(words))), policy.CONTENT, ctx)
+    if isinstance(rest, str):
+        return rest
+    return Plan([sys.executable, "-I", "-c", code, *rest], f"with ds-triage's own python, {sys.executable}")
+
+
+def _operands(words: list[Word], operands: list[int], kind: str, ctx: Context) -> list[str] | str:
+    """The program's arguments: globs expanded (operands only, inside the checkpoint), and each
+    operand whose bytes the program reads checked to be a file it may read."""
+    out: list[str] = []
+    for i, word in enumerate(words):
+        if i not in operands or kind == policy.WORDS:
+            if word.pattern:
+                return f"`{word.text}` has an unquoted glob character, expanded only in file names: quote it"
+            out.append(word.text)
+            continue
+        paths = _expand(word, ctx) if word.pattern else [word.text]
+        if isinstance(paths, str):
+            return paths
+        for path in paths if kind == policy.CONTENT else ():
+            why = _readable(path, ctx)
+            if why:
+                return why
+        out += paths
+    return out
+
+
+def _root(ctx: Context) -> str | None:
+    return ctx.root if ctx.root and os.path.realpath(ctx.root) != "/" else None
+
+
+def _within(path: str, directory: str) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(directory)
+    return real == top or real.startswith(top.rstrip("/") + "/")
+
+
+def _expand(word: Word, ctx: Context) -> list[str] | str:
+    root = _root(ctx)
+    if root is None:
+        return f"`{word.text}` is a glob, which the chat expands only inside the checkpoint: give it (/set ckpt PATH)"
+    if not _within(os.path.dirname(word.text[:word.glob_at]) or ".", root):
+        return f"`{word.text}` is a glob outside the checkpoint ({root}): the chat expands globs only inside it"
+    matches = []
+    for match in glob.iglob(word.pattern):
+        if not _within(os.path.dirname(match) or ".", root):
+            return f"`{word.text}` reaches {match}, out of the checkpoint through a link"
+        matches.append(match)
+        if len(matches) > MAX_MATCHES:
+            return f"`{word.text}` matches more than {MAX_MATCHES} files"
+    return sorted(matches) or [word.text]  # no match: the word as it is, as sh passes it
+
+
+def _readable(path: str, ctx: Context) -> str | None:
+    """None when the chat may show this file's bytes: in the checkpoint, the ds_config, /sys/fs/cgroup."""
+    if path == "-" or (ctx.config and os.path.realpath(path) == os.path.realpath(ctx.config)):
+        return None
+    if any(_within(path, top) for top in SYSTEM_READABLE):
+        return None
+    root = _root(ctx)
+    if root is None:
+        return f"it reads {path}, and the chat reads files only inside the checkpoint: give it (/set ckpt PATH)"
+    if not _within(path, root):
+        return (f"it reads {path}, outside the checkpoint ({root}): the chat reads only the checkpoint's "
+                f"files, the ds_config and /sys/fs/cgroup")
     return None
 
 
-def _dunder(name: str) -> bool:
-    return name.startswith("__") and name != "__version__"
+def run(command: str, ctx: Context | None = None, timeout: float = TIMEOUT, cap: int = MAX_OUTPUT) -> CommandRun:
+    """Run an allowed command (checked again here) in a minimal environment; a refused one is
+    not started (exit status 126, the reason as its output)."""
+    found = plan(command, ctx or Context())
+    if isinstance(found, str):
+        return CommandRun(command, 126, f"not run: {found}\n")
+    env = {name: os.environ[name] for name in KEEP_ENV if name in os.environ}
+    env.update(PATH=SAFE_PATH, LC_ALL="C.UTF-8")
+    return execute(found.argv, command, timeout, cap, env)
 
 
-def _read_mode(call: ast.Call) -> bool:
-    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
-    if mode is None:
-        return True
-    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and mode.value.startswith("r") \
-        and "+" not in mode.value
-
-
-def run(command: str, timeout: float = TIMEOUT, cap: int = MAX_OUTPUT) -> CommandRun:
-    """Run an allowed command: stdin closed, stdout and stderr together, at most `cap` bytes
-    kept and `timeout` seconds spent (the whole process group is stopped then)."""
-    proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+def execute(argv: list[str], command: str, timeout: float = TIMEOUT, cap: int = MAX_OUTPUT,
+            env: dict | None = None) -> CommandRun:
+    """Run `argv` (built by ds-triage, never a shell): stdin closed, stdout and stderr together, at
+    most `cap` bytes kept and `timeout` seconds spent (the whole process group is stopped then)."""
+    try:
+        proc = subprocess.Popen(argv, shell=False, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    except OSError as exc:
+        return CommandRun(command, 126, f"not run: {exc.strerror or exc}\n")
     chunks: list[bytes] = []
 
     def read() -> None:
         size = 0
         while size <= cap:
-            chunk = proc.stdout.read1(cap + 1 - size) if hasattr(proc.stdout, "read1") else proc.stdout.read(4096)
+            chunk = proc.stdout.read1(cap + 1 - size)
             if not chunk:
                 return
             chunks.append(chunk)

@@ -32,8 +32,7 @@ def _argv(session: Session, action: str, *extra: str) -> list[str]:
 
 def _run(session: Session, argv: list[str], timeout: float) -> CommandRun:
     """Run `ds-triage ARGV` with this interpreter; recorded as the command a person would type."""
-    run = readonly.run(shlex.join([sys.executable, "-m", "triage", *argv]), timeout=timeout)
-    run.command = shlex.join(["ds-triage", *argv])
+    run = readonly.execute([sys.executable, "-m", "triage", *argv], shlex.join(["ds-triage", *argv]), timeout)
     session.commands.append(run)
     return run
 
@@ -46,8 +45,8 @@ def plan(conv, action: str) -> Reply:
     out = reply(*command_run(shown))
     if shown.returncode != 0:
         return out + reply("The repair cannot be planned; nothing was written.")
-    as_json = readonly.run(shlex.join([sys.executable, "-m", "triage", *_argv(session, action, "--json")]),
-                           timeout=DRY_RUN_TIMEOUT)
+    as_json = readonly.execute([sys.executable, "-m", "triage", *_argv(session, action, "--json")], "",
+                               DRY_RUN_TIMEOUT)
     try:
         p = json.loads(as_json.output)["plan"]
     except (ValueError, KeyError):

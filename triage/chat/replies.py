@@ -169,11 +169,11 @@ def safety(step: dict) -> str:
 
 def steps(session: Session, style: Style, rule_id: str | None = None) -> list[str]:
     """The verification commands, numbered for /run; each marked runnable here or copy-only."""
-    out = []
+    out, ctx = [], readonly.Context.of(session)
     for step in session.steps():
         if rule_id and step.rule_id != rule_id:
             continue
-        why = readonly.check(step.command)
+        why = readonly.check(step.command, ctx)
         mark = f"/run {step.number}" if why is None else "copy it"
         out.append(f"  [{step.number}] {step.command}")
         out.append(style(f"      {step.shows} ({step.rule_id}; {mark})", "2"))
