@@ -72,6 +72,27 @@ def test_writing_verify_command_is_refused(tmp_path):
     assert "read-only" in problem and ":13:" in problem
 
 
+@pytest.mark.parametrize("command", [
+    "git -C {ckpt} lfs ls-files",  # DS-X004's old step: the repository's alias `lfs` runs (issue 40)
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor= -C {ckpt} status",
+    "cd {ckpt} && python -c 'import torch'",
+    "make -C {ckpt} check",
+    "python {ckpt}/zero_to_fp32.py {ckpt} /tmp/out",
+    "pip install -e {ckpt}",
+    "source {ckpt}/.envrc",
+    "bash {ckpt}/check.sh",
+])
+def test_a_verify_command_that_runs_what_the_checkpoint_configures_is_refused(tmp_path, cli, command):
+    """A verify step pasted on a hostile checkpoint must not run its git alias, hook, Makefile or
+    script: `rules lint` names the line and says what to do instead."""
+    text = _valid_rule().replace("ls -la {ckpt}/{tag}", command)
+    directory = _rules_dir(tmp_path, {"DS-T001-test.yaml": text})
+    [problem] = [p for p in _problems(directory) if "read-only" not in p]  # `pip install` also writes
+    assert "DS-T001-test.yaml:13:" in problem and "checkpoint's own commands" in problem and "ds-triage probe" in problem
+    result = cli("rules", "lint", "--rules", directory)
+    assert result.returncode == 4 and b"DS-T001-test.yaml:13:" in result.stderr
+
+
 def test_unknown_placeholder(tmp_path):
     text = _valid_rule().replace("{ckpt}/{tag}", "{checkpoint}")
     [problem] = _problems(_rules_dir(tmp_path, {"DS-T001-test.yaml": text}))

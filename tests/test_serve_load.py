@@ -41,7 +41,9 @@ class Serve:
         assert found, line
         self.port = int(found.group(1))
         # the rest of stderr (one line per request) must not fill the pipe and stall the server
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+        self.err: list[bytes] = []
+        self._reader = threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True)
+        self._reader.start()
 
     def request(self, method, path, body=None, headers=None, timeout=120):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -52,9 +54,12 @@ class Serve:
         finally:
             conn.close()
 
-    def stop(self):
+    def stop(self) -> str:
+        """Its stderr, once it has exited."""
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
+        self._reader.join(10)
+        return b"".join(self.err).decode()
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,26 @@ The classify path (logs, classify, kb) never imports torch or deepspeed, so a pa
 diagnosed in well under a second.
 """
 
+import types
+
 __version__ = "0.1.0"
 
 
-def classify(text: str, *, rules=None):
-    """Classify a log text; returns a `triage.classify.report.Report`."""
-    from triage.classify.classifier import classify as _classify
+class _Classify(types.ModuleType):
+    """The `triage.classify` subpackage, callable as the API function `triage.classify(text)`.
 
-    return _classify(text, rules=rules)
+    A function named `classify` here would be replaced by the subpackage the first time
+    anything imports it (the import system binds a subpackage on its parent), so the API
+    would answer once per process. The name is the subpackage, made callable: one object
+    whatever was imported first."""
+
+    def __call__(self, text: str, *, rules=None):
+        """Classify a log text; returns a `triage.classify.report.Report`."""
+        from triage.classify.classifier import classify
+
+        return classify(text, rules=rules)
+
+
+from triage import classify  # noqa: E402  (the subpackage: a docstring; no torch, nothing heavy)
+
+classify.__class__ = _Classify

@@ -28,8 +28,9 @@ FACTS = {
 # "[Errno 2] No such file or directory: 'PATH'", DeepSpeed's "... not found: PATH", converters' "Can't find PATH"
 _PATH_MISSING = re.compile(r"(?:No such file or directory|does not exist|not found|[Cc]an't find|cannot find|"
                            r"Unable to find)[^'\"/\n]{0,40}['\"]?(?P<path>/?[\w.@+~-]*(?:/[\w.@+~*-]+)+/?|latest\w*)")
-# ... or the path first: zero_to_fp32's "Directory 'PATH' doesn't exist", "PATH does not exist"
-_PATH_THEN_MISSING = re.compile(r"['\"]?(?P<path>/[\w.@+~-]*(?:/[\w.@+~*-]+)*/?)['\"]? (?:doesn't|does not|did not) exist")
+# ... or the path first: zero_to_fp32's "Directory 'PATH' doesn't exist", "PATH does not exist". The
+# words are found first and the path read back from them: a path pattern tried at every slash is quadratic.
+_THEN_MISSING = re.compile(r" (?:doesn't|does not|did not) exist")
 _NOT_DIR = re.compile(r"\[Errno 20\] Not a directory|NotADirectoryError")
 _IS_DIR = re.compile(r"\[Errno 21\] Is a directory|IsADirectoryError")
 # (kind, basename pattern), most specific first
@@ -44,7 +45,7 @@ _KINDS = (
     ("framework", re.compile(r"^(?:checkpoint-\d+|trainer_state\.json|optimizer\.pt|scheduler\.pt|scaler\.pt|"
                              r"rng_state(?:_\d+)?\.pth|random_states_\d+\.pkl|pytorch_model(?:\.bin|/)?|"
                              r"model\.safetensors|adapter_config\.json|adapter_model\.\w+|pytorch_model_fsdp\w*)/?$")),
-    ("config", re.compile(r"(?:ds_config|config)\w*\.json$")),
+    ("config", re.compile(r"^(?:ds_)?config\w*\.json$")),
 )
 _CLASS = re.compile(r"Can't get attribute '(?P<name>[\w.]+)' on <module '(?P<module>[\w.]+)'")
 _MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
@@ -81,9 +82,9 @@ def _of(exc) -> list[Signal]:
         out.append(Signal("is_a_directory", f"{short}: a directory where a file was expected", {}, "directory"))
     elif short in ("FileNotFoundError", "OSError", "ValueError", "RuntimeError", "AssertionError", "Exception") \
             or "No such file" in text:
-        match = _PATH_MISSING.search(text) or _PATH_THEN_MISSING.search(text)
-        if match:
-            path = match["path"]
+        match = _PATH_MISSING.search(text)
+        path = match["path"] if match else _path_before(text)
+        if path:
             kind, detail = which_file(path)
             out.append(Signal("missing", f"the missing path is {kind.replace('_', ' ')}: {path}",
                               {"path": path, **detail}, kind))
@@ -101,6 +102,16 @@ def _of(exc) -> list[Signal]:
                                   "or damaged", {"form": form}, form))
                 break
     return out
+
+
+def _path_before(text: str) -> str | None:
+    """The path that ends just before "does not exist", quoted or not."""
+    for match in _THEN_MISSING.finditer(text):
+        words = text[max(0, match.start() - 4096):match.start()].split()
+        path = words[-1].strip("'\"") if words else ""
+        if path.startswith("/"):
+            return path
+    return None
 
 
 def which_file(path: str) -> tuple[str, dict]:

@@ -12,6 +12,7 @@ import string
 from pathlib import Path
 
 from triage.kb.source import RuleSource
+from triage.kb.verify_steps import checkpoint_tool
 from triage.repair.registry import ACTIONS as REPAIR_ACTIONS
 
 TEMPLATE_FIELDS = {"ckpt", "tag", "config"}
@@ -92,6 +93,12 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
                    "mark it runs_checkpoint_code: true so it is shown with a warning, after the safe commands")
         if _WRITES.search(command):
             report(where, f"verification command may write: {command!r}. Verification must be read-only; move it to fix")
+        tool = checkpoint_tool(command)
+        if tool:
+            report(where, f"verification command {command!r} {tool}. Pasted on a hostile checkpoint it runs the "
+                   "checkpoint's own commands (a git alias, hook or core.fsmonitor; a Makefile; a package script), "
+                   "and -c overrides cannot cover every setting. Read the files instead (head -c, ls, "
+                   "`ds-triage probe {ckpt}/{tag}`), or move it to fix")
         try:
             fields = {f for _, f, _, _ in string.Formatter().parse(command) if f is not None}
         except ValueError as exc:

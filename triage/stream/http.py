@@ -19,24 +19,25 @@ ran past its --budget (its worker is replaced). Never a traceback: an unexpected
 a 500 with one line; DS_TRIAGE_DEBUG=1 prints the traceback to the server's stderr.
 
 Load: the listen backlog holds 1024 waiting connections (socketserver's default of 5 reset
-connections from a fleet); each connection gets a thread, but classifying runs in a bounded
-pool of worker processes (workers.py), so a slow request never holds the others or /healthz.
+connections from a fleet); the accept loop only accepts, and one thread (intake.py) holds every
+connection until its request head has come, so a slowloris holds no thread and cannot stall
+the accept loop; a request gets a thread, but classifying runs in a bounded pool of worker
+processes (workers.py), so a slow request never holds the others or /healthz. A client that
+sends less body than its Content-Length gets a 400; one that resets is one line on stderr.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import sys
 import time
 import traceback
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from triage import __version__
 from triage.errors import BadInput
+from triage.stream.connection import ConnectionHandler, ConnectionServer
 from triage.stream.ingest import Ingest, json_values
 from triage.stream.metrics import CONTENT_TYPE as METRICS_TYPE, Metrics
 from triage.stream.workers import Busy, OverBudget
@@ -61,27 +62,19 @@ class HTTPError(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024  # the listen backlog: a fleet's shippers connect at once
-
+class Server(ConnectionServer):
     def __init__(self, address, *, ingest: Ingest, decoder: Decoder, classify, rules_count: int, max_body: int,
                  metrics: Metrics | None = None):
         self.ingest, self.decoder, self.classify = ingest, decoder, classify
         self.rules_count, self.max_body = rules_count, max_body
         self.metrics = metrics or Metrics(ingest.open_incidents)
         ingest.on_close = self.metrics.closed
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
         super().__init__(address, Handler)
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(ConnectionHandler):
     server: Server
     server_version = f"ds-triage/{__version__}"
-    sys_version = ""
-    protocol_version = "HTTP/1.1"
-    timeout = 60  # seconds a client may take to send its request
 
     def do_GET(self):
         self._dispatch("GET")
@@ -112,6 +105,9 @@ class Handler(BaseHTTPRequestHandler):
             query = parse_qs(url.query)
             status, body = getattr(self, "_" + url.path.strip("/"))(query)
             self._send(status, body)
+        except ConnectionError:  # the client is gone: nobody to answer (Server.handle_error logs it)
+            self.close_connection = True
+            raise
         except HTTPError as exc:
             if not self._consumed and self.headers.get("Content-Length", "0") != "0":
                 self._refuse_unread()
@@ -189,17 +185,6 @@ class Handler(BaseHTTPRequestHandler):
         return 200, result
 
     # plumbing
-    def _refuse_unread(self) -> None:
-        """The body will not be read: close after answering (it must not be taken for the next
-        request), and linger so that the client, still sending, gets the answer and not a reset."""
-        self.close_connection = True
-        self._linger = True
-
-    def finish(self) -> None:
-        super().finish()
-        if getattr(self, "_linger", False):
-            _linger(self.connection)
-
     def _body(self, required: bool = True) -> tuple[str, bytes]:
         """(content type, body bytes), refused early when it is too large to take."""
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -220,7 +205,13 @@ class Handler(BaseHTTPRequestHandler):
         if size > limit:
             self._refuse_unread()
             raise HTTPError(413, f"body of {size} bytes is over the limit of {limit} (--max-body)")
-        data = self.rfile.read(size)
+        try:
+            data = self.rfile.read(size)
+        except TimeoutError:
+            raise HTTPError(400, f"body shorter than its Content-Length of {size} bytes: the rest did not come "
+                                 f"within {self.timeout} s") from None
+        if len(data) < size:
+            raise HTTPError(400, f"body of {len(data)} bytes is shorter than its Content-Length of {size}")
         self._consumed = True
         encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding in ("gzip", "x-gzip"):
@@ -256,28 +247,6 @@ class Handler(BaseHTTPRequestHandler):
         """http.server's own errors (a bad request line, headers too long) as JSON too."""
         self.close_connection = True
         self._send(code, {"error": message or self.responses.get(code, ("error",))[0], "status": code})
-
-    def log_message(self, format, *args):
-        sys.stderr.write(f"ds-triage serve: {self.address_string()} {format % args}\n")
-
-
-def _linger(sock: socket.socket, seconds: float = 2.0, most: int = 64 << 20) -> None:
-    """Lingering close: stop writing, then read and drop what the client still sends (a bounded
-    amount, for a bounded time). Closing with unread data would send a reset, and the client's
-    stack may drop the 4xx answer it has not read yet."""
-    try:
-        sock.shutdown(socket.SHUT_WR)
-        deadline = time.monotonic() + seconds
-        drained = 0
-        while drained < most and (left := deadline - time.monotonic()) > 0:
-            sock.settimeout(left)
-            chunk = sock.recv(1 << 16)
-            if not chunk:
-                return
-            drained += len(chunk)
-    except OSError:
-        pass
-
 
 def _gunzip(data: bytes, limit: int) -> bytes:
     """The whole body, or a 400: a truncated stream must not be classified as if it were whole.
