@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Speed of `ds-triage classify`: cold CLI runs and warm library calls.
 
-    .venv/bin/python benchmarks/bench_classify.py [--runs 15]
+    .venv/bin/python benchmarks/bench_classify.py [--runs 15] [--cli VENV/bin/ds-triage]
 
 Prints the median cold time of `ds-triage classify` on a 5,000-line trace
 beside `python3 -c pass` measured in the same run (the ratio cancels machine
 speed), wall clock and CPU time (getrusage of the child: steadier than the wall
 clock on a shared machine), and the warm library call's median and p95 (wall and
 CPU). Goals: cold <= 4x `python3 -c pass`, warm p95 <= 25 ms.
+
+`--cli` times an installed `ds-triage` (a `pip install .` venv: what a user runs) against its
+own venv's `python -c pass`; without it, `python -m triage` of this checkout under this
+interpreter (a dev venv's editable install slows `python -c pass` itself by its import finder).
 """
 
 from __future__ import annotations
@@ -54,17 +58,20 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--case", default=str(ROOT / "corpus" / "cases" / "zero3-saved-stage2-load-dp2.log"))
+    parser.add_argument("--cli", metavar="DS_TRIAGE", help="an installed ds-triage to time (e.g. a pip-installed "
+                        "venv's bin/ds-triage), against that venv's python -c pass")
     args = parser.parse_args()
     text = five_thousand_lines(Path(args.case))
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "trace.log"
         log.write_text(text)
         env = dict(os.environ, XDG_CACHE_HOME=str(Path(tmp) / "cache"))
-        cli = [sys.executable, "-m", "triage", "classify", str(log)]
+        python = str(Path(args.cli).parent / "python") if args.cli else sys.executable
+        cli = [args.cli, "classify", str(log)] if args.cli else [python, "-m", "triage", "classify", str(log)]
         timed(cli, env)  # fills the compiled-rule cache, as any first run does
         baseline, cold, baseline_cpu, cold_cpu = [], [], [], []
         for _ in range(args.runs):
-            baseline.append(timed([sys.executable, "-c", "pass"], env, baseline_cpu))
+            baseline.append(timed([python, "-c", "pass"], env, baseline_cpu))
             cold.append(timed(cli, env, cold_cpu))
         os.environ["XDG_CACHE_HOME"] = env["XDG_CACHE_HOME"]
         from triage.classify.classifier import classify
@@ -79,7 +86,7 @@ def main() -> int:
             warm_cpu.append(time.process_time() - start_cpu)
         # With the cache warm, as every run after the first: the classify path's imports.
         imported = subprocess.run(
-            [sys.executable, "-c", "import sys, runpy; sys.argv=['triage','classify',%r]; "
+            [python, "-c", "import sys, runpy; sys.argv=['triage','classify',%r]; "
              "import triage.cli as c; c.main(sys.argv[1:]);"
              "print('torch' in sys.modules, 'deepspeed' in sys.modules, 'jsonschema' in sys.modules, file=sys.stderr)" % str(log)],
             capture_output=True, text=True, env=env,
@@ -89,6 +96,7 @@ def main() -> int:
     p95 = statistics.quantiles(warm, n=20)[-1]
     bc, cc = statistics.median(baseline_cpu), statistics.median(cold_cpu)
     print(f"command: {' '.join([Path(sys.executable).name] + sys.argv)}")
+    print(f"timed: {' '.join(cli[:-1])} TRACE   against   {python} -c pass")
     print(f"input: {lines} lines, {len(text) / 1024:.0f} KiB; rules: {len(rules.rules)}")
     print(f"python3 -c pass          median {b * 1000:7.1f} ms wall  {bc * 1000:7.1f} ms CPU")
     print(f"ds-triage classify cold  median {c * 1000:7.1f} ms wall  {cc * 1000:7.1f} ms CPU  "

@@ -37,7 +37,10 @@ def test_pages_have_the_fixed_sections_in_order(generated, rules):
         text = generated[f"rules/{rule.id}.md"]
         # "Affected releases" is on the pages of known bugs only, with their affected and fixed releases
         expected = [s for s in SECTIONS if s != "Affected releases" or rule.category == "known_bug"]
-        assert re.findall(r"^## (.+)$", text, re.M) == expected, rule.id
+        headings = re.findall(r"^## (.+)$", text, re.M)
+        assert headings == expected, rule.id
+        # what the person on call acts on first, the regexes that match it last
+        assert headings[:4] == ["What it means", "Symptoms", "How to verify", "Fix"] and headings[-1] == "Signature"
         if rule.category == "known_bug":
             releases = text.split("## Affected releases", 1)[1].split("\n## ", 1)[0]
             for package, entry in rule.data["releases"].items():

@@ -29,7 +29,7 @@ def register(subparsers) -> None:
                         help="also score the parts of each log people paste (the exception line, the last lines, "
                         "no frames, wrapped, behind other loggers' prefixes) against the whole log (~30 s more)")
     parser.add_argument("--markdown", action="store_true",
-                        help="with --pastes: print that table as Markdown, as the README shows it")
+                        help="with --pastes: print that table as Markdown, as the benchmarks page of the docs shows it")
     add_progress_options(parser)
     parser.add_argument("--with-checkpoints", action="store_true",
                         help="also make a small real subset of the corpus again (real DeepSpeed runs on CPU: every "

@@ -250,7 +250,7 @@ def render(rows: list[Row]) -> list[str]:
 
 
 def markdown(rows: list[Row]) -> list[str]:
-    """The same figures as a Markdown table (the README's)."""
+    """The same figures as a Markdown table (docs/benchmarks.md's)."""
     out = ["| paste | cases | top-1 | top-3 | whole log top-1 | points lost | ceiling | points below ceiling | "
            "`unknown` | negatives diagnosed |", "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in rows:

@@ -107,9 +107,9 @@ def rule_page(rule: Rule, source: str, link, example: Example | None = None) -> 
 
 def index_page(rules: list[Rule]) -> str:
     out = [GENERATED.format(source="rules/"), "", "# Rules", "",
-           f"{len(rules)} rules. Each page: what it means, symptoms with an example error, why it happens, "
-           "its signature, how to verify, fix (with safety), prevention, references, false positives, examples "
-           "(on the terminal: `ds-triage runbook QUERY`). Looking for an error message? "
+           f"{len(rules)} rules. Each page: what it means, symptoms with an example error, how to verify, "
+           "fix (with safety), why it happens, prevention, references, false positives, examples, and last the "
+           "signature that matches it (on the terminal: `ds-triage runbook QUERY`). Looking for an error message? "
            "[Rules by error text](errors.md). Which raise sites each rule covers: "
            "[load-sites.md](../load-sites.md).", ""]
     by_category: dict[str, list[Rule]] = {}

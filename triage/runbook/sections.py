@@ -71,12 +71,12 @@ class Section:
     docs_only: bool = False
 
 
-# (name, docs_only) in page order; the docs show all, the terminal the others.
+# (name, docs_only) in page order; the docs show all, the terminal the others. What the person on
+# call acts on comes first (what, symptoms, verify, fix), the regexes that match it last.
 SECTION_ORDER = (
-    ("What it means", False), ("Symptoms", False), ("Why it happens", False), ("Affected releases", False),
-    ("Signature", True),
-    ("How to verify", False), ("Fix", False), ("Prevention", False), ("References", False),
-    ("False positives", False), ("Examples", True),
+    ("What it means", False), ("Symptoms", False), ("How to verify", False), ("Fix", False),
+    ("Why it happens", False), ("Affected releases", False), ("Prevention", False), ("References", False),
+    ("False positives", False), ("Examples", True), ("Signature", True),
 )
 DOCS_SECTIONS = tuple(name for name, _ in SECTION_ORDER)
 # Only on the pages of rules that name them (known_bug rules: rules/schema.json `releases`).
