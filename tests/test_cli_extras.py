@@ -126,3 +126,13 @@ def test_fish_completes_subcommands_options_and_choices(tmp_path):
                for block in proc.stdout.split("---")[:-1]]
     assert answers == [["classify"], ["--junit"], ["json", "markdown", "text"], ["0", "1", "2", "3"],
                        ["docs", "lint", "list"], ["--examples"], ["bash", "fish", "tcsh", "zsh"]]
+
+
+def test_runbook_shows_the_whole_page_or_where_it_is_published(cli):
+    """An installed tool has no docs/ beside it: the page is shown whole, or its URL is named."""
+    whole = cli("runbook", "DS-M001").stdout.decode()
+    headings = re.findall(r"^([A-Z][A-Z ]+)$", whole, re.M)
+    assert headings[-2:] == ["EXAMPLES", "SIGNATURE"] and "docs/rules" not in whole and "Full page" not in whole
+    short = cli("runbook", "DS-M001", env={"DS_TRIAGE_DOCS_URL": "https://docs.example/ds-triage"}).stdout.decode()
+    assert "SIGNATURE" not in short
+    assert short.rstrip().endswith("Full page with the signature and examples: https://docs.example/ds-triage/rules/DS-M001/")

@@ -16,7 +16,7 @@ from triage.runbook.docgen import rule_sources
 from triage.runbook.rule_docs import rule_page
 from triage.runbook.render import render_page
 from triage.classify.example_lines import example_error
-from triage.runbook.sections import TERMINAL_SECTIONS
+from triage.runbook.sections import DOCS_SECTIONS, TERMINAL_SECTIONS
 
 SCHEMA = json.loads((ROOT / "docs" / "schemas" / "runbook.schema.json").read_text())
 jsonschema.validators.validator_for(SCHEMA).check_schema(SCHEMA)
@@ -73,7 +73,8 @@ def test_found_page_has_the_runbook_sections_and_others(run):
     assert code == 0
     assert out.startswith("DS-M001  ")
     headings = re.findall(r"^([A-Z][A-Z ]+)$", out, re.M)
-    assert headings == [name.upper() for name in TERMINAL_SECTIONS if name != "Affected releases"]  # not a known bug
+    # no docs site configured: the whole page, signature and examples included
+    assert headings == [name.upper() for name in DOCS_SECTIONS if name != "Affected releases"]  # not a known bug
     assert "Example, from corpus/" in out
     others = out.split("Also matching (score 0-100):", 1)[1]
     assert re.search(r"^  DS-M004  100  ", others, re.M)
@@ -117,7 +118,7 @@ def test_terminal_and_docs_pages_show_the_same_sections(rules):
     for rule in rules.rules:
         example = example_error(rule, root)
         source = sources[rule.id].relative_to(root).as_posix()
-        terminal = render_page(rule, source, example, width=10_000)
+        terminal = render_page(rule, source, example, width=10_000, whole=False)
         docs = rule_page(rule, source, lambda path: path, example)
         term_sections = dict(re.findall(r"^([A-Z][A-Z ]+)\n(.*?)(?=^[A-Z][A-Z ]+\n|^Full page)", terminal, re.M | re.S))
         docs_sections = dict(re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", docs, re.M | re.S))

@@ -20,7 +20,7 @@ def runbook_page(rules, query: str, style: Style) -> str:
         root = rules.directory.resolve().parent
         path = rule_sources(rules).get(rule.id)
         source = path.resolve().relative_to(root).as_posix() if path else rule.path
-        out.append(render_page(rule, source, example_error(rule, root), style, WIDTH))
+        out.append(render_page(rule, source, example_error(rule, root), style, WIDTH, whole=False))
     others = render_others(found, style)
     if others:
         out.append(("\n" if out else "") + others)

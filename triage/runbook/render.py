@@ -13,7 +13,7 @@ from triage.kb.model import Rule
 from triage.classify.render import Style
 from triage.kb.verify_steps import ordered, runs_code
 from triage.runbook.search import Found
-from triage.runbook.sections import (TERMINAL_SECTIONS, Code, CodeBlock, Example, Items, Link, Para, Strong, page,
+from triage.runbook.sections import (DOCS_SECTIONS, TERMINAL_SECTIONS, Code, CodeBlock, Example, Items, Link, Para, Strong, page,
                              symptoms)
 
 SCHEMA_VERSION = 1
@@ -67,16 +67,24 @@ def _blocks(blocks, style: Style, indent: str, width: int) -> list[str]:
 
 
 def render_page(rule: Rule, source: str, example: Example | None, style: Style | None = None,
-                width: int = WIDTH) -> str:
+                width: int = WIDTH, whole: bool | None = None) -> str:
+    """The rule's page for a terminal. `whole`: every section, the signature and examples too (the
+    default when no docs site is configured: an installed tool has no docs/ to point at); else the
+    sections an on-call reader needs, and where the whole page is."""
+    from triage.runbook.links import runbook_url
+
     style = style or Style(False)
+    url = runbook_url(rule.id)
+    whole = url is None if whole is None else whole
     data = rule.data
     out = [style(f"{rule.id}  {rule.title}", "1"),
            f"category {rule.category}, status {data['status']}, priority {rule.priority}: {source}"]
     sections = {section.name: section for section in page(rule, example)}
-    for name in TERMINAL_SECTIONS:
+    for name in DOCS_SECTIONS if whole else TERMINAL_SECTIONS:
         if name in sections:  # an optional section (sections.OPTIONAL_SECTIONS) only where the rule has it
             out += ["", style(name.upper(), "1")] + _blocks(sections[name].blocks, style, "  ", width)
-    out += ["", style(f"Full page with the signature and examples: docs/rules/{rule.id}.md", "2")]
+    if not whole:
+        out += ["", style(f"Full page with the signature and examples: {url or f'ds-triage runbook {rule.id}'}", "2")]
     return "\n".join(out) + "\n"
 
 
