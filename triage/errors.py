@@ -8,7 +8,8 @@ EXIT_BAD_INPUT = 3  # the log could not be read: missing, binary, unreadable
 EXIT_BAD_RULES = 4  # the knowledge base is invalid (a rule file, the schema)
 EXIT_UNTRUSTED = 5  # a real load refused: a file it would open is not verified safe (--trust-checkpoint)
 EXIT_TIMEOUT = 6  # a real load or converter ran past --timeout; it and every process it started were killed
-EXIT_MISSING = 7  # an optional part is not installed or cannot start (batch: pyspark, Java)
+EXIT_MISSING = 7  # an optional part is not installed or cannot start (batch: pyspark, Java; --reproduce,
+#                   repair --apply: torch, DeepSpeed): the command cannot be used here
 EXIT_INTERNAL = 70  # a bug in ds-triage itself (EX_SOFTWARE)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 # `ds-triage probe` reads the other way round: 0 when the checkpoint shows nothing wrong.
@@ -40,6 +41,12 @@ class BadRules(TriageError):
 
 class UsageError(TriageError):
     exit_code = EXIT_USAGE
+
+
+class MissingDependency(TriageError):
+    """An optional part a command needs is not installed or cannot start: the command cannot be used here."""
+
+    exit_code = EXIT_MISSING
 
 
 class TimedOut(TriageError):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from triage.batch import plan, source, tasks, windows
-from triage.errors import EXIT_MISSING, BadInput, TriageError
+from triage.errors import BadInput, MissingDependency
 from triage.stream.limits import Limits
 from triage.stream.records import Decoder
 
@@ -37,10 +37,6 @@ LOCAL = "local[*]"
 # here next to scanning it, and a task of 64 MB is a few seconds of scanning.
 FILE_PACKING = {"spark.sql.files.openCostInBytes": str(256 << 10), "spark.sql.files.maxPartitionBytes": str(64 << 20)}
 _LOG4J = os.path.join(os.path.dirname(__file__), "log4j2.properties")
-
-
-class MissingDependency(TriageError):
-    exit_code = EXIT_MISSING
 
 
 def require_pyspark():

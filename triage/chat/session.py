@@ -13,6 +13,7 @@ from triage.logs.inputs import LogText
 from triage.kb import RuleSet
 
 FACTS = ("ckpt", "config", "stage", "world_size")
+RELEASES = ("deepspeed_version", "torch_version")  # the loading job's, from the command line only
 LABELS = {"ckpt": "checkpoint", "config": "ds_config", "stage": "ZeRO stage", "world_size": "world size"}
 
 
@@ -48,6 +49,8 @@ class Session:
     triage: object = None  # triage.probe.report.TriageReport of the last probe run, or None
     probe_report: object = None  # triage.probe.report.ProbeReport when probed without a log
     commands: list[CommandRun] = field(default_factory=list)
+    evidence: list = field(default_factory=list)  # triage.evidence.Evidence pasted (not log text)
+    asked: set = field(default_factory=set)  # the deciding questions' evidence kinds already asked for
 
     def __post_init__(self) -> None:
         self.reset()
@@ -57,6 +60,7 @@ class Session:
         self.facts = {k: v for k, v in self.given.items() if v is not None}
         self.sources = {k: f"--{k.replace('_', '-')}" for k in self.facts}
         self.skipped, self.triage, self.probe_report, self.commands = set(), None, None, []
+        self.evidence, self.asked = [], set()
 
     # ------------------------------------------------------------------ the log
 
@@ -104,7 +108,7 @@ class Session:
         parser = argparse.ArgumentParser(add_help=False)
         add_target_options(parser)
         args = parser.parse_args([])
-        for name in FACTS:
+        for name in FACTS + RELEASES:
             setattr(args, name, self.facts.get(name))
         return args
 
@@ -115,6 +119,8 @@ class Session:
         from triage.cli.probe import context_from
         from triage.probe.report import probe_all, triage
 
+        if not self.facts.get("ckpt") and self.evidence and self.report is not None:
+            return self.decide_on_evidence()
         ctx = context_from(self.target_args(), self.log or None)
         if self.report is None:
             self.probe_report = probe_all(ctx)
@@ -122,6 +128,26 @@ class Session:
         self.report.facts.update(ckpt=ctx.ckpt.root, tag=ctx.ckpt.tag, config=self.facts.get("config"))
         self.triage = triage(self.report, ctx)
         return self.triage
+
+    def decide_on_evidence(self):
+        """The `triage` verdict on the pasted evidence (triage/evidence/): no file here is read."""
+        from triage.evidence import apply
+
+        given = {"stage": self.facts.get("stage"), "world_size": self.facts.get("world_size"),
+                 "config": self.facts.get("config")}
+        self.triage = apply.triage(self.report, self.evidence, self.log or None, given)
+        return self.triage
+
+    def question(self):
+        """The deciding question for the open causes (triage/evidence/question.py), or None."""
+        from triage.evidence.question import deciding
+
+        if self.report is None:
+            return None
+        open_ = [h.rule.category for h, d in self.ranked() if d is None or d.status != "refuted"][:3]
+        target = self.target()
+        ckpt = self.facts.get("ckpt") or self.report.facts.get("ckpt") or target.load_dir
+        return deciding(open_, target, {e.kind for e in self.evidence} | self.asked, ckpt, target.load_tag)
 
     # ------------------------------------------------------------------ what to show
 

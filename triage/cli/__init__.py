@@ -13,8 +13,8 @@ from triage.cli.exit_codes import help_epilog
 from triage.cli.output import Parser, _columns, add_common_options
 from triage.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TriageError
 
-SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "chat", "stream", "serve",
-               "batch", "completion")
+SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "inspect", "chat",
+               "stream", "serve", "batch", "completion")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

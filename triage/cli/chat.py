@@ -6,7 +6,7 @@ import os
 import sys
 
 from triage.cli.output import add_rules_options
-from triage.cli.probe import positive_int
+from triage.cli.probe import add_release_options, positive_int
 from triage.errors import BadInput
 
 
@@ -24,6 +24,7 @@ def register(subparsers) -> None:
     parser.add_argument("--config", metavar="FILE", help="the ds_config (JSON) the load uses")
     parser.add_argument("--world-size", type=positive_int, metavar="N", help="number of ranks the load runs on")
     parser.add_argument("--stage", type=int, choices=(0, 1, 2, 3), help="ZeRO stage the load uses")
+    add_release_options(parser)
     parser.add_argument("--history", choices=("all", "commands", "off"),
                         help="what the terminal chat keeps in its history file (0600): everything, one-line "
                         "messages only (no pasted logs), or nothing on disk (default: $DS_TRIAGE_CHAT_HISTORY, else all)")
@@ -37,7 +38,8 @@ def run(args) -> int:
     from triage.kb import load_rules
     from triage.classify.render import Style
 
-    given = {"ckpt": args.ckpt, "config": args.config, "stage": args.stage, "world_size": args.world_size}
+    given = {"ckpt": args.ckpt, "config": args.config, "stage": args.stage, "world_size": args.world_size,
+             "deepspeed_version": args.deepspeed_version, "torch_version": args.torch_version}
     if args.ckpt:
         if not os.path.lexists(args.ckpt):
             raise BadInput(f"--ckpt {args.ckpt}: no such file or directory")

@@ -27,11 +27,12 @@ _CKPT = ("the checkpoint path does not exist, `--config` is missing, unreadable 
          "state-dict zip or safetensors file")
 _RULES = (4, "invalid rules", "the knowledge base is invalid: a rule file fails the schema or a semantic check "
           "(`path:line: problem. Remedy.` on stderr).")
-_UNTRUSTED = ("a real load was refused before it ran: a file it would open (DeepSpeed's globs `*_model_states.pt`, "
-              "`*_optim_states.pt`, and every recognised shard) is suspicious (its pickle names code to run, or "
-              "goes over the safe reader's caps) or unverifiable (cannot be opened or followed, legacy format "
-              "included). Nothing was loaded; `--trust-checkpoint` loads it anyway and the report names the "
-              "unverified files.")
+_UNTRUSTED = ("a real load was refused before it ran: a file it would open (any file under the tag, and under the "
+              "tags `latest` and `latest_universal` name, `zero/` and nested dirs included, that DeepSpeed or its "
+              "converters could unpickle) is suspicious (its pickle names code to run, or goes over the safe "
+              "reader's caps) or unverifiable (cannot be opened or followed, leads outside the checkpoint root, "
+              "legacy format included). Nothing was loaded; `--trust-checkpoint` loads it anyway and the report "
+              "names the unverified files.")
 # The commands that run a real DeepSpeed load or converter, which is killed (with every process it
 # started) on a time limit, Ctrl-C or SIGTERM.
 _KILLED = ("a real load or converter that was running is killed first, with every process it started "
@@ -39,6 +40,10 @@ _KILLED = ("a real load or converter that was running is killed first, with ever
 _TIMEOUT_LOAD = ("`--reproduce` only: the real load ran past `--timeout SECONDS` (default 900) and was killed "
                  "with every process it started; no report, nothing was concluded about the load. One line on "
                  "stderr saying how long it was given.")
+# A command that runs DeepSpeed checks for torch and DeepSpeed before anything starts (triage/probe/deps.py).
+_CANNOT_RUN = ("the command cannot be used here: {what} runs torch and DeepSpeed, and one of them is not installed "
+               "for this interpreter (one line on stderr names it and the install command). Nothing was run and "
+               "no verdict given.")
 _SIGNALS = [(130, "interrupted", "Ctrl-C. " + _KILLED[0].upper() + _KILLED[1:]),
             (143, "terminated", "SIGTERM. " + _KILLED[0].upper() + _KILLED[1:])]
 
@@ -64,6 +69,8 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
         (3, "the checkpoint cannot be used", _CKPT + "."),
         (5, "load refused: untrusted file", "`--reproduce` only: " + _UNTRUSTED),
         (6, "load timed out", _TIMEOUT_LOAD),
+        (7, "cannot be used: torch/DeepSpeed missing", _CANNOT_RUN.format(what="`--reproduce`")
+         + " Without `--reproduce` the probes need neither."),
         *_SIGNALS,
     ],
     "triage": [
@@ -79,6 +86,8 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
         _RULES,
         (5, "load refused: untrusted file", "`--reproduce` only: " + _UNTRUSTED),
         (6, "load timed out", _TIMEOUT_LOAD),
+        (7, "cannot be used: torch/DeepSpeed missing", _CANNOT_RUN.format(what="`--reproduce`")
+         + " Without `--reproduce` the probes need neither."),
         *_SIGNALS,
     ],
     "eval": [
@@ -127,6 +136,9 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
          "was written to the output, or the verifying DeepSpeed load did (default 1800 s), after which the "
          "result stays written and structurally checked but not loaded (`latest` is put back). Each was "
          "killed with every process it started; one line on stderr says which, and how long it was given."),
+        (7, "cannot be used: torch/DeepSpeed missing", "`--apply` only: " + _CANNOT_RUN.format(
+            what="the action (`fp32`, `universal`; `strip-optimizer` on ZeRO-0; any action with `--model-factory`, "
+            "for the verifying load)")),
         *_SIGNALS,
     ],
     "verify": [
@@ -143,7 +155,13 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
         (1, "refused", "the tag has a manifest already (never overwritten), or a probe finds the tag broken "
          "(`--force` writes it anyway)."),
         (3, "cannot be hashed", "the checkpoint path does not exist, or a file in the tag leads outside it (a "
-         "symlink) or is a FIFO, device or socket: it is never hashed."),
+         "symlink), is a symlink loop, a FIFO, device or socket, or a hard link with a name outside the tag: it is "
+         "never opened or hashed."),
+    ],
+    "inspect": [
+        (0, "read", "the file's metadata was printed (JSON on stdout)."),
+        (3, "cannot be read", "no such file, or it cannot be read as a torch.save (not a regular file, unreadable, "
+         "damaged, not a zip or legacy torch file, or its pickle cannot be followed within the safe reader's caps)."),
     ],
     "chat": [
         (0, "session ended / cause found", "on a terminal, the session ended (`/quit`, Ctrl-D). With stdin "

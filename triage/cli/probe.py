@@ -47,6 +47,23 @@ def seconds(text: str) -> float:
     return value
 
 
+def release(text: str) -> str:
+    """A release number as pip shows it (`0.16.4`, `2.5.1+cu121`)."""
+    from triage.probe.checks.version import parse
+
+    if parse(text) is None:
+        raise argparse.ArgumentTypeError(f"not a release number: {text!r} (e.g. 0.16.4)")
+    return text.strip()
+
+
+def add_release_options(parser) -> None:
+    parser.add_argument("--deepspeed-version", type=release, metavar="X.Y.Z",
+                        help="the DeepSpeed release the loading job runs, when it is not this host's (default: the "
+                        "log's banner, else the installed one); without either the version probe is inconclusive")
+    parser.add_argument("--torch-version", type=release, metavar="X.Y.Z",
+                        help="the torch release the loading job runs, when it is not this host's")
+
+
 def add_timeout_option(parser, what: str, default: str) -> None:
     parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
                         help=f"stop {what} after this long: it and every process it started are killed, exit 6 "
@@ -85,6 +102,7 @@ def add_target_options(parser) -> None:
     parser.add_argument("--as-user", metavar="USER",
                         help="check permissions as the job's user (name, uid or uid:gid; needs root): root itself "
                         "reads everything")
+    add_release_options(parser)
     add_timeout_option(parser, "the real load of --reproduce", "900")
     add_progress_options(parser)
 
@@ -107,12 +125,17 @@ def register(subparsers) -> None:
 
 def context_from(args, log_text: str | None = None):
     from triage.probe.context import ProbeContext
-    from triage.probe.target import LOG_LOADS, from_args
+    from triage.probe.target import LOG_LOADS, from_args, given_releases
 
+    if args.reproduce:  # before anything runs: without them the load's ImportError is no verdict
+        from triage.probe import deps
+
+        deps.require(deps.LOAD, "--reproduce")
     if not os.path.lexists(args.ckpt):
         raise BadInput(f"{args.ckpt}: no such file or directory")
     target = from_args(args.stage, args.world_size, args.config, log_text, model=args.model,
                        optimizer=args.optimizer, param_groups=args.param_groups, load_dir=args.load_dir)
+    given_releases(target, args.deepspeed_version, args.torch_version)
     if log_text is not None:
         target.log_path = getattr(args, "log", None)  # triage's --log; the chat's pasted log has no file
     if (log_text is not None and not (target.load_dir and os.path.isdir(target.load_dir)) and engine_log(target)

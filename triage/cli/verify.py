@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from triage.cli.output import add_progress_options, emit
+from triage.cli.probe import add_release_options
 from triage.errors import EXIT_PROBE_CLEAN, EXIT_PROBE_FOUND, BadInput
 from triage.runbook.links import page_ref
 
@@ -29,6 +30,7 @@ def register(subparsers) -> None:
     parser.add_argument("--model", metavar="FILE", help="the model the job builds (a JSON/YAML of parameter names to "
                         "shapes, a state-dict file or a .safetensors file): names or shapes that differ fail, as a "
                         "load with strict=False takes them without a word")
+    add_release_options(parser)
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     parser.add_argument("--junit", metavar="FILE", help="also write the result as JUnit XML (a testcase per probe, "
                         "the manifest and the trust walk) for a CI system's test view")
@@ -56,7 +58,8 @@ def render(report) -> str:
                    + ("every file matches" if m.ok else f"{len(m.problems)} problem(s)"))
     if report.trust is not None:
         bad = len(report.trust.untrusted)
-        out.append(f"trust: {len(report.trust.files)} file(s) DeepSpeed would load, "
+        tags = f" (tags {', '.join(report.trust.tags)})" if len(report.trust.tags) > 1 else ""
+        out.append(f"trust: {len(report.trust.files)} file(s) DeepSpeed would load{tags}, "
                    + (f"{bad} not verified safe" if bad else "every one verified safe (pickles walked, nothing run)"))
     out += [f"  - {p}" for p in report.problems]
     out.append("verdict: healthy" if report.healthy else f"verdict: NOT healthy ({len(report.problems)} problem(s))")
@@ -67,7 +70,7 @@ def run(args) -> int:
     from triage.repair.verify import verify
 
     report = verify(args.ckpt, args.manifest, deep=args.deep, hashed=not args.sizes_only, load_dir=args.load_dir,
-                    model=args.model)
+                    model=args.model, releases=(args.deepspeed_version, args.torch_version))
     if args.junit:
         _write_junit(report, args.junit)
     emit(args.json, report.to_json, lambda: render(report))

@@ -46,7 +46,7 @@ class RankFacts:
     head: tuple = ()  # (bytes, dtype): the first HEAD master values compared
     first_at: str | None = None  # where the first difference is: "blocks.2.weight[516]"
     holds: int | None = None  # the rank whose module slice its values match, when not its own
-    steps: list = field(default_factory=list)
+    steps: list = field(default_factory=list)  # (counter, number): zero_state.OptimState.steps
     error: str | None = None
 
 
@@ -100,9 +100,9 @@ def _run(ctx) -> Scan:
     return result
 
 
-def steps_of(archive: Archive, state: OptimState) -> list:
-    """The shard's recorded optimizer steps as numbers (a tensor `step` read from its record)."""
-    return [archive.scalar(s) if not isinstance(s, (int, float)) else s for s in state.steps]
+def steps_of(archive: Archive, state: OptimState) -> list[tuple[str, object]]:
+    """The shard's recorded optimizer steps, (counter, number) (a tensor `step` read from its record)."""
+    return [(k, archive.scalar(s) if not isinstance(s, (int, float)) else s) for k, s in state.steps]
 
 
 def _crc_only(ctx, name: str, result: Scan) -> None:

@@ -156,27 +156,32 @@ def saved_shapes(meta: ShardMeta) -> tuple[dict[str, tuple] | None, str]:
     return (shapes or None), " + ".join(sources)
 
 
+def shapes_of(path: str) -> dict:
+    """name -> shape of a DeepSpeed model-states shard (its saved shapes) or of a model file
+    (read_model); BadInput when it cannot be read. No pickle is run, no tensor byte read."""
+    from triage.probe.checkpoint import parse_name
+    from triage.probe.safe_pickle import read_shard
+
+    shard = parse_name(os.path.basename(path))
+    if shard and shard.kind in ("model", "zero3_model"):
+        meta = read_shard(path)
+        if meta.error:
+            raise BadInput(f"{path}: {meta.error}")
+        return saved_shapes(meta)[0] or {}
+    return read_model(path).shapes
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
-
-    from triage.probe.checkpoint import parse_name
-    from triage.probe.safe_pickle import read_shard
 
     parser = argparse.ArgumentParser(prog="python -m triage.probe.model_file",
                                      description="Print name<TAB>shape lines of a model file or a DeepSpeed "
                                      "model-states shard, without running pickles or reading tensor bytes.")
     parser.add_argument("file")
     args = parser.parse_args(argv)
-    shard = parse_name(os.path.basename(args.file))
     try:
-        if shard and shard.kind in ("model", "zero3_model"):
-            meta = read_shard(args.file)
-            if meta.error:
-                raise BadInput(f"{args.file}: {meta.error}")
-            shapes = saved_shapes(meta)[0] or {}
-        else:
-            shapes = read_model(args.file).shapes
+        shapes = shapes_of(args.file)
     except BadInput as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 3

@@ -42,6 +42,8 @@ def _header(report: ProbeReport) -> list[str]:
               if getattr(target, name) is not None]
     if target.ds_version:
         parts.append(f"deepspeed {target.describe('ds_version')}")
+    if target.torch_version:
+        parts.append(f"torch {target.describe('torch_version')}")
     if parts:
         out.append("target: " + ", ".join(parts))
     return out

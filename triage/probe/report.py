@@ -45,6 +45,7 @@ class ProbeReport:
         return {"stage": t.stage, "world_size": t.world_size, "config": t.config_path, "model": t.model_path,
                 "optimizer": t.optimizer, "param_groups": t.param_groups, "dp": t.dp, "mp": t.mp,
                 "pipeline": t.pipeline, "pp": t.pp, "precision": t.precision, "ds_version": t.ds_version,
+                "torch_version": t.torch_version,
                 "sources": dict(t.sources)}
 
     def to_json(self) -> dict:
@@ -164,8 +165,9 @@ def triage(report, ctx: ProbeContext) -> TriageReport:
                            if h.rule.category == "known_bug" and h.rule.releases is not None)
     results = checks.run(ctx, _ordered(set(checks.ORDER) | set(probes_for(report.hypotheses))))
     probed = []
+    layout = ctx.layout()  # the probed tag as saved: a rule's `premise` is checked against it
     for h in report.hypotheses:
-        decision = verdict.decide(h.rule.category, h.rule.id, results)
+        decision = verdict.decide(h.rule.category, h.rule.id, results, h.rule.data.get("premise"), layout)
         names = set(h.rule.data.get("probes", [])) | verdict.probes_needed(h.rule.category, h.rule.id)
         probed.append(Probed(h, decision, _ordered(names)))
     order = {id(p): i for i, p in enumerate(probed)}

@@ -11,8 +11,10 @@ unpickler:
 * any other global is recorded in `ShardMeta.suspicious` and replaced by an inert placeholder
   that records its arguments: a crafted shard whose pickle would run code is reported, never run;
 * the stream is checked against caps first (pickle_bounds: opcodes, containers, depth, memo,
-  integer and string sizes) and the loaded graph for cycles, so a crafted `data.pkl` cannot
-  exhaust memory or time; each file gets its own stand-ins, so one cannot change another's reading.
+  integer and string sizes, and the logical size of what it builds and hashes, shared references
+  counted each time they are used) and the loaded graph for cycles and that logical size, so a
+  crafted `data.pkl` cannot exhaust memory or time; what a report shows of a value is cut short
+  (pickle_bounds.shown); each file gets its own stand-ins, so one cannot change another's reading.
 
 Cost: the central directory plus `data.pkl` (kilobytes for a DeepSpeed shard), independent of
 how large the tensors are. stdlib only: no torch, no deepspeed.
@@ -28,8 +30,11 @@ import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from triage.probe import zipcheck
 from triage.probe.confine import open_regular
-from triage.probe.pickle_bounds import OverCap, check_graph, prescan, quiet_string_escapes
+from triage.probe import hash_keys
+from triage.probe.pickle_bounds import (MAX_PROBES, PROBES, OverCap, check_graph, prescan, quiet_string_escapes,
+                                        shown)
 
 MAX_PICKLE_BYTES = 64 * 1024 * 1024  # data.pkl of a huge ZeRO-3 model is a few megabytes, not this
 
@@ -86,7 +91,7 @@ class TensorMeta:
         return n
 
     def __repr__(self) -> str:
-        return f"tensor({list(self.shape)}, {self.dtype}, storage {self.storage_key})"
+        return f"tensor({shown(list(self.shape))}, {self.dtype}, storage {self.storage_key})"
 
 
 class Record:
@@ -182,6 +187,37 @@ def _safe_codecs_encode(obj, encoding="utf-8", errors="strict"):
     return obj.encode(encoding, errors)
 
 
+class _Keyed:
+    """OrderedDict, dict, set or frozenset as a pickle calls it (REDUCE): the comparisons inserting the keys
+    it is given costs (hash_keys.collisions) are counted, with all of the file's calls, before the real one
+    inserts them. Its state cannot be set (BUILD), so a pickle cannot reset the count."""
+
+    __slots__ = ("build", "pairs", "spent")
+
+    def __init__(self, build: type, pairs: bool, spent: list[int] | None = None):
+        for name, value in (("build", build), ("pairs", pairs), ("spent", spent)):
+            object.__setattr__(self, name, value)
+
+    def bound(self, spent: list[int]) -> "_Keyed":
+        """This stand-in for one file, counting into its `spent`."""
+        return _Keyed(self.build, self.pairs, spent)
+
+    def __call__(self, items=(), *args, **kwargs):
+        if not isinstance(items, dict):
+            items = list(items)
+        self.spent[0] += hash_keys.collisions(items if isinstance(items, dict) or not self.pairs
+                                              else [item[0] for item in items])
+        if self.spent[0] > MAX_PROBES:
+            raise OverCap(PROBES)
+        return self.build(items, *args, **kwargs)
+
+    def __setattr__(self, name, value):
+        raise pickle.UnpicklingError("a stand-in's state cannot be set")
+
+    def __setstate__(self, state):
+        raise pickle.UnpicklingError("a stand-in's state cannot be set")
+
+
 def _device(*args):
     # str() of anything else could recurse through a crafted structure
     return "device(" + ", ".join(str(a) if isinstance(a, (str, int)) else "?" for a in args) + ")"
@@ -189,7 +225,7 @@ def _device(*args):
 
 def _allowed() -> dict[tuple[str, str], object]:
     allowed: dict[tuple[str, str], object] = {
-        ("collections", "OrderedDict"): OrderedDict,
+        ("collections", "OrderedDict"): _Keyed(OrderedDict, pairs=True),
         ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
         ("torch._utils", "_rebuild_tensor"): _rebuild_tensor_v2,
         ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
@@ -209,8 +245,8 @@ def _allowed() -> dict[tuple[str, str], object]:
     for name in DTYPE_NAMES:
         allowed[("torch", name)] = f"torch.{name}"
     for builtins in ("builtins", "__builtin__"):
-        for name, obj in (("set", set), ("frozenset", frozenset), ("list", list), ("tuple", tuple),
-                          ("dict", dict), ("complex", complex), ("slice", slice)):
+        for name, obj in (("set", _Keyed(set, False)), ("frozenset", _Keyed(frozenset, False)), ("list", list),
+                          ("tuple", tuple), ("dict", _Keyed(dict, True)), ("complex", complex), ("slice", slice)):
             allowed[(builtins, name)] = obj  # not bytearray/range: bytearray(10**12) would allocate
     # Objects DeepSpeed (or Megatron's client state) pickles: kept as inert records.
     for qualname in ("deepspeed.runtime.fp16.loss_scaler.LossScaler",
@@ -253,6 +289,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self.suspicious: list[str] = []
         self.storages: dict[str, StorageMeta] = {}
         self.allowed: dict[tuple[str, str], object] = {}  # this file's own stand-ins (see _fresh)
+        self.keyed = [0]  # comparisons its calls of dict, set... cost (_Keyed)
 
     def find_class(self, module: str, name: str):  # never imports: a lookup in ALLOWED only
         # Python 2 names (protocol < 3 pickles: `__builtin__`, `copy_reg`) as pickle itself maps them.
@@ -264,7 +301,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self.globals_seen.add(key)
         if key in ALLOWED:
             if key not in self.allowed:
-                self.allowed[key] = _fresh(ALLOWED[key])
+                value = ALLOWED[key]
+                self.allowed[key] = value.bound(self.keyed) if isinstance(value, _Keyed) else _fresh(value)
             return self.allowed[key]
         if key in (("builtins", "getattr"), ("__builtin__", "getattr")):
             return self._enum_member
@@ -278,7 +316,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         members = ENUM_MEMBERS.get(cls) if isinstance(cls, type) else None
         if members is not None and isinstance(name, str) and name in members and not default:
             return cls(members[name])
-        what = f"builtins.getattr({getattr(cls, 'qualname', type(cls).__name__)}, {name!r})"
+        what = f"builtins.getattr({getattr(cls, 'qualname', type(cls).__name__)}, {shown(name)})"
         if what not in self.suspicious:
             self.suspicious.append(what)
         return Placeholder()
@@ -287,10 +325,10 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
             storage_type, key, location, numel = pid[1], pid[2], pid[3], pid[4]
             dtype = storage_type.dtype if isinstance(storage_type, _StorageType) else "unknown"
-            storage = StorageMeta(dtype, str(key), str(location), numel if isinstance(numel, int) else 0)
+            storage = StorageMeta(dtype, _text(key), _text(location), numel if isinstance(numel, int) else 0)
             self.storages.setdefault(storage.key, storage)
             return storage
-        raise pickle.UnpicklingError(f"unsupported persistent id {pid!r:.80}")
+        raise pickle.UnpicklingError(f"unsupported persistent id {shown(pid)}")
 
 
 # ---------------------------------------------------------------- the metadata
@@ -333,11 +371,16 @@ class ShardMeta:
     def to_json(self) -> dict:
         return {
             "path": self.path, "error": self.error, "suspicious": self.suspicious,
-            "ds_version": self.ds_version if isinstance(self.ds_version, (str, type(None))) else repr(self.ds_version),
+            "ds_version": self.ds_version if isinstance(self.ds_version, (str, type(None))) else shown(self.ds_version),
             "dp_world_size": self.dp_world_size, "mp_world_size": self.mp_world_size,
             "zero_stage": self.zero_stage, "partition_count": _plain(self.partition_count),
             "param_count": None if self.param_shapes is None else len(self.param_shapes),
         }
+
+
+def _text(value) -> str:
+    """A name (a dict key, a storage key) as text: itself if a str, else its repr cut short."""
+    return value if isinstance(value, str) else shown(value)
 
 
 def _plain(value):
@@ -359,6 +402,9 @@ def read_pickle(zf: zipfile.ZipFile) -> tuple[object, _RestrictedUnpickler]:
     info = zf.getinfo(name)
     if info.file_size > MAX_PICKLE_BYTES:
         raise pickle.UnpicklingError(f"data.pkl is {info.file_size} bytes, more than the {MAX_PICKLE_BYTES} read")
+    problem = zipcheck.declared(info)  # read_shard's open_zip checked them all; a caller's own ZipFile did not
+    if problem:
+        raise zipcheck.DeclaredOverCap(problem)
     with zf.open(info) as f:
         data = f.read(MAX_PICKLE_BYTES + 1)
     prescan(data)
@@ -373,7 +419,7 @@ def read_shard(path: str) -> ShardMeta:
     """The shard's metadata; never raises for a bad file (ShardMeta.error says what is wrong)."""
     meta = ShardMeta(path=str(path))
     try:
-        with open_regular(path) as f, zipfile.ZipFile(f) as zf:  # never a FIFO or device
+        with open_regular(path) as f, zipcheck.open_zip(f) as zf:  # never a FIFO or device
             meta.prefix = pickle_record(zf).rpartition("/")[0]
             obj, unpickler = read_pickle(zf)
     except OverCap as exc:
@@ -384,40 +430,75 @@ def read_shard(path: str) -> ShardMeta:
     return _read(meta, unpickler, obj)
 
 
-# torch's legacy (non-zip) .pt: pickles of the magic number, the protocol version, sys_info, then the
-# object graph (storages as persistent ids), then the storage keys and the raw storage bytes.
+# torch's legacy (non-zip) .pt, as torch.serialization._legacy_load reads it: five pickles, each unpickled
+# with the full pickle module (the magic number, the protocol version, sys_info, the object graph with its
+# storages as persistent ids, the storage keys), then the raw storage bytes. Before them, torch tries the
+# file as a tar archive (its oldest format, whose members are pickles too).
 LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL = 1001
 
 
 def read_legacy_shard(path: str) -> ShardMeta:
-    """read_shard for torch's legacy format: the same restricted walk over its header and object pickles;
-    never reads the storage bytes. ShardMeta.error when the file is not a legacy .pt it can follow."""
+    """read_shard for torch's legacy format: each of its five pickles walked by the restricted reader with a
+    fresh unpickler, as torch uses, and held to the shape torch expects of it; the storage bytes are never
+    read. ShardMeta.suspicious when any pickle names a global outside the allow-list (torch unpickles the
+    storage keys as freely as the object); .error when the file is not a legacy .pt followed in full (a
+    pickle cut short, a value of another shape, a file torch would open as a tar archive)."""
     meta = ShardMeta(path=str(path))
+    readers: list[_RestrictedUnpickler] = []
+    values: list = []
     try:
         with open_regular(path) as f:  # never a FIFO or device
             head = io.BytesIO(f.read(MAX_PICKLE_BYTES + 1))  # the pickles come first, the storages after
-        unpickler = _RestrictedUnpickler(head)
-
-        def load():  # each of the four pickles within the caps before it is followed
+        if _is_tar(head.getvalue()[:512]):
+            raise pickle.UnpicklingError("the file is also a tar archive, which torch.load opens first and whose "
+                                         "member pickles it loads: not followed here")
+        for what, shape, expected in LEGACY_PICKLES:
+            readers.append(_RestrictedUnpickler(head))
             start = head.tell()
-            prescan(head)
+            prescan(head)  # within the caps before it is followed
             head.seek(start)
             with quiet_string_escapes():
-                return unpickler.load()
-
-        if load() != LEGACY_MAGIC_NUMBER or load() != LEGACY_PROTOCOL:
-            raise pickle.UnpicklingError("not torch's legacy format (magic number or protocol differ)")
-        if not isinstance(load(), dict):  # sys_info
-            raise pickle.UnpicklingError("legacy header: sys_info is not a dict")
-        obj = load()
-        check_graph(obj)
+                values.append(readers[-1].load())
+            check_graph(values[-1])
+            if readers[-1].suspicious:
+                break  # what it names is the finding
+            if not expected(values[-1], readers[3].storages if len(readers) > 3 else {}):
+                raise pickle.UnpicklingError(f"legacy format: {what} is not {shape} "
+                                             f"({shown(values[-1], 60)})")
     except OverCap as exc:
         return _over_cap(meta, exc)
     except UNREADABLE as exc:
         meta.error = f"{type(exc).__name__}: {exc}"[:300]
         return meta
-    return _read(meta, unpickler, obj)
+    if len(values) == len(LEGACY_PICKLES):
+        _read(meta, readers[3], values[3])
+    meta.suspicious = [name if what == "the object" else f"{name} (in {what})"
+                       for (what, _, _), reader in zip(LEGACY_PICKLES, readers) for name in reader.suspicious]
+    meta.globals_seen = sorted({f"{m}.{n}" for reader in readers for m, n in reader.globals_seen})
+    return meta
+
+
+# (what, the shape torch expects, the check): the storage keys must name storages of the object.
+LEGACY_PICKLES = (
+    ("the magic number", f"{LEGACY_MAGIC_NUMBER:#x}", lambda v, _: type(v) is int and v == LEGACY_MAGIC_NUMBER),
+    ("the protocol version", str(LEGACY_PROTOCOL), lambda v, _: type(v) is int and v == LEGACY_PROTOCOL),
+    ("sys_info", "a dict", lambda v, _: type(v) is dict),
+    ("the object", "", lambda v, _: True),
+    ("the storage keys", "a list of the object's storage keys (str)",
+     lambda v, storages: type(v) is list and all(type(k) is str and k in storages for k in v)),
+)
+
+
+def _is_tar(block: bytes) -> bool:
+    """Would torch's legacy_load take the file for a tar archive? tarfile accepts its first 512-byte header."""
+    import tarfile
+
+    try:
+        tarfile.TarInfo.frombuf(block, tarfile.ENCODING, "surrogateescape")
+    except tarfile.HeaderError:
+        return False
+    return True
 
 
 # What a damaged or hostile file can raise while it is followed: reported, never raised.
@@ -445,7 +526,7 @@ def _over_cap(meta: ShardMeta, exc: OverCap) -> ShardMeta:
 def _describe(meta: ShardMeta, obj) -> None:
     if not isinstance(obj, dict):
         return
-    meta.top_keys = [str(k) for k in obj]
+    meta.top_keys = [_text(k) for k in obj]
     meta.ds_version = obj.get("ds_version")
     config = obj.get("ds_config")
     meta.ds_config = config if isinstance(config, dict) else None
@@ -463,20 +544,20 @@ def _describe(meta: ShardMeta, obj) -> None:
         meta.param_shape_groups = len(shapes)
         for group in shapes:
             if isinstance(group, dict):
-                group_shapes = {str(k): tuple(v) if isinstance(v, (tuple, list)) else v for k, v in group.items()}
+                group_shapes = {_text(k): tuple(v) if isinstance(v, (tuple, list)) else v for k, v in group.items()}
                 meta.param_shapes.update(group_shapes)
                 meta.param_group_shapes.append(group_shapes)
     frozen = obj.get("frozen_param_shapes")
     if isinstance(frozen, dict):
-        meta.frozen_param_shapes = {str(k): tuple(v) for k, v in frozen.items() if isinstance(v, (tuple, list))}
+        meta.frozen_param_shapes = {_text(k): tuple(v) for k, v in frozen.items() if isinstance(v, (tuple, list))}
     module = obj.get("module")
     if isinstance(module, dict):
-        meta.module_keys = [str(k) for k in module]
+        meta.module_keys = [_text(k) for k in module]
         meta.module_shapes = tensor_shapes(module)
     optim = obj.get("optimizer_state_dict", obj.get("optimizer"))
     if isinstance(optim, dict):
         meta.optimizer = optimizer_summary(optim)
-        meta.optimizer_keys = [str(k) for k in optim]
+        meta.optimizer_keys = [_text(k) for k in optim]
         stage = optim.get("zero_stage")
         meta.zero_stage = int(stage) if isinstance(stage, int) else None
         meta.partition_count = optim.get("partition_count")
@@ -491,7 +572,7 @@ def _int(value) -> int | None:
 
 def tensor_shapes(state: dict) -> dict[str, tuple]:
     """name -> shape of the TensorMeta values of a state dict (other values skipped)."""
-    return {str(k): tuple(v.shape) for k, v in state.items() if isinstance(v, TensorMeta)}
+    return {_text(k): tuple(v.shape) for k, v in state.items() if isinstance(v, TensorMeta)}
 
 
 def optimizer_summary(optim: dict) -> dict | None:
@@ -508,10 +589,10 @@ def optimizer_summary(optim: dict) -> dict | None:
         state = base.get("state")
         for value in (state.values() if isinstance(state, dict) else []):
             if isinstance(value, dict):
-                state_keys.update(str(k) for k in value)
+                state_keys.update(_text(k) for k in value)
         for group in base["param_groups"]:
             if isinstance(group, dict):
-                group_keys.update(str(k) for k in group if k != "params")
+                group_keys.update(_text(k) for k in group if k != "params")
                 params = group.get("params")
                 sizes.append(len(params) if isinstance(params, (list, tuple)) else None)
                 if isinstance(group.get("decoupled_weight_decay"), bool):
@@ -523,7 +604,7 @@ def optimizer_summary(optim: dict) -> dict | None:
     elif isinstance(base, list) and base and all(isinstance(g, dict) for g in base):
         # older ZeRO-1/2: one state dict per param group, no param_groups
         for group in base:
-            state_keys.update(str(k) for k in group)
+            state_keys.update(_text(k) for k in group)
         sizes = [None] * len(base)
         source = "base_optimizer_state (one state per group)"
     else:
@@ -536,12 +617,12 @@ def _jsonable(value, depth: int = 0):
     if depth > 8:
         return "..."
     if isinstance(value, dict):
-        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+        return {_text(k): _jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v, depth + 1) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    return repr(value)
+    return shown(value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -566,13 +647,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print(args) -> int:
-    import json
     import sys
 
     meta = read_shard(args.shard)
     if meta.error:
         print(f"error: {args.shard}: {meta.error}", file=sys.stderr)
         return 3
+    show(meta, args)
+    return 0
+
+
+def show(meta: ShardMeta, args) -> None:
+    """A shard's metadata as JSON on stdout: all of it, or `args.config` / `args.optimizer` only
+    (`ds-triage inspect` and `python -m triage.probe.safe_pickle`)."""
+    import json
+    import sys
+
     if args.config:
         json.dump(_jsonable(meta.ds_config), sys.stdout, indent=4, sort_keys=True)
     elif args.optimizer:
@@ -591,7 +681,6 @@ def _print(args) -> int:
                     weights_only_refused=meta.weights_only_refused)
         json.dump(data, sys.stdout, indent=1)
     sys.stdout.write("\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -103,7 +103,8 @@ class Target:
     pipeline: bool | None = None  # the load runs a PipelineEngine
     pp: int | None = None  # the load's pipeline stages
     precision: str | None = None  # fp32, bf16 or fp16
-    ds_version: str | None = None  # the DeepSpeed release the loading job ran
+    ds_version: str | None = None  # the DeepSpeed release the loading job ran (--deepspeed-version, the log)
+    torch_version: str | None = None  # the torch release the loading job runs (--torch-version)
     reader: str | None = None  # "zero_to_fp32" when the log shows that converter reading the checkpoint
     deepspeed_in_log: bool | None = None  # the log shows DeepSpeed at all (LOG_DEEPSPEED); None: no log
     loads_latest: bool = False  # the job passed load_checkpoint no tag: DeepSpeed read `latest` (a framework's frame)
@@ -159,6 +160,16 @@ def _config_settings(target: Target, config: dict, source: str) -> None:
 def _int_at(config: dict, section: str, key: str) -> int | None:
     value = config.get(section, {}).get(key) if isinstance(config.get(section), dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def given_releases(target: Target, ds_version: str | None, torch_version: str | None) -> Target:
+    """--deepspeed-version / --torch-version: the loading job's releases beat the log's and this host's."""
+    for name, value, option in (("ds_version", ds_version, "--deepspeed-version"),
+                                ("torch_version", torch_version, "--torch-version")):
+        if value:
+            setattr(target, name, value)
+            target.sources[name] = option
+    return target
 
 
 def from_args(stage: int | None, world_size: int | None, config_path: str | None, log_text: str | None = None, *,

@@ -20,7 +20,7 @@ _INTEGRITY = ("empty", "zeroed", "garbage", "lfs_pointer", "truncated", "bad_zip
 
 _CONSISTENCY = ("shard_swapped", "master_differs", "step_differs", "partition_size")
 
-_MODEL = ("prefix_module", "prefix_orig_mod", "prefix_peft", "missing_keys", "unexpected_keys", "shapes_differ")
+_MODEL = ("prefix_module", "prefix_orig_mod", "prefix_peft", "prefix_model", "missing_keys", "unexpected_keys", "shapes_differ")
 
 CATEGORIES: dict[str, dict[str, list]] = {
     "missing_file": {
@@ -158,7 +158,30 @@ class Decision:
     signals: list[str]  # the probe.signal that decided it (found, or checked clear)
 
 
-def decide(category: str, rule_id: str | None, results: dict[str, ProbeResult]) -> Decision:
+# The layout facts a rule's `premise.saved` may name (rules/schema.json), read from the probed tag.
+PREMISE_FACTS = {"stage_family": lambda layout: layout.stage_family}
+
+
+def premise_refuted(premise: dict | None, layout) -> Decision | None:
+    """REFUTED when the checkpoint, as the probes read its layout, is not what the rule's cause needs
+    (its `premise`); None when it is, or when the layout or the fact is unknown."""
+    if not premise or layout is None:
+        return None
+    for fact, allowed in premise["saved"].items():
+        value = PREMISE_FACTS[fact](layout)
+        if value is not None and value not in allowed:
+            return Decision(REFUTED, f"its premise does not hold: the cause needs {premise['why']}, and this "
+                            f"checkpoint was saved {layout.describe()} ({fact} {value})", [f"layout.{fact}"])
+    return None
+
+
+def decide(category: str, rule_id: str | None, results: dict[str, ProbeResult], premise: dict | None = None,
+           layout=None) -> Decision:
+    """premise, layout: the rule's `premise` and the probed tag's layout; a premise the layout
+    contradicts refutes the rule first (what else matched is then another cause's sign)."""
+    refuted = premise_refuted(premise, layout)
+    if refuted is not None:
+        return refuted
     e = entry(category, rule_id)
     found = {f"{r.name}.{s}" for r in results.values() for s in r.signals}
     checked = {f"{r.name}.{s}" for r in results.values() for s in r.checked}

@@ -26,7 +26,9 @@ class OptimState:
     alignment_paddings: list[list[int]] | None = None
     partition_count: list[int] = field(default_factory=list)
     slice_mappings: list[list[tuple[str, int, int]]] | None = None
-    steps: list[object] = field(default_factory=list)  # int/float, or a TensorMeta to read
+    # (counter, value): "param" for a parameter's state, "group" for a param group's (FusedAdam keeps
+    # both, its group one stays 0); value an int/float, or a TensorMeta to read
+    steps: list[tuple[str, object]] = field(default_factory=list)
 
 
 def optim_state(graph) -> OptimState | None:
@@ -95,22 +97,24 @@ def _address(address) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _steps(base, elastic_step) -> list[object]:
-    """Every `step` the torch optimizer state records (per parameter state, or per param group)."""
-    steps: list[object] = []
-    if isinstance(elastic_step, (int, float, TensorMeta)) and not isinstance(elastic_step, bool):
-        steps.append(elastic_step)
+def _steps(base, elastic_step) -> list[tuple[str, object]]:
+    """Every `step` the torch optimizer state records, with its counter: per parameter state
+    ("param"), or per param group ("group"; the elastic layout's base_optimizer_state_step is
+    param_groups[0]'s)."""
+    steps: list[tuple[str, object]] = []
+    if elastic_step is not None:
+        steps.append(("group", elastic_step))
     if isinstance(base, dict):
         state = base.get("state")
         for value in (state.values() if isinstance(state, dict) else []):
             if isinstance(value, dict) and "step" in value:
-                steps.append(value["step"])
+                steps.append(("param", value["step"]))
         for group in base.get("param_groups") or []:
             if isinstance(group, dict) and "step" in group:
-                steps.append(group["step"])
-    elif isinstance(base, list):  # elastic ZeRO-1/2: one state dict per group
-        steps += [g["step"] for g in base if isinstance(g, dict) and "step" in g]
-    return [s for s in steps if isinstance(s, (int, float, TensorMeta)) and not isinstance(s, bool)]
+                steps.append(("group", group["step"]))
+    elif isinstance(base, list):  # elastic ZeRO-1/2: one state dict per group (its flat partition's)
+        steps += [("param", g["step"]) for g in base if isinstance(g, dict) and "step" in g]
+    return [(k, s) for k, s in steps if isinstance(s, (int, float, TensorMeta)) and not isinstance(s, bool)]
 
 
 @dataclass

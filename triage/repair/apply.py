@@ -7,6 +7,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from triage import progress
+from triage.probe import deps
 from triage.errors import BadInput, TimedOut, TriageError
 from triage.probe import trust
 from triage.repair import files, registry
@@ -52,11 +53,26 @@ def make_plan(action: str, path: str, options: Options) -> Plan:
     plan = registry.action(action).plan(source, options)
     plan.timeout = options.timeout
     if plan.tag:
-        scanned = trust.scan(os.path.join(plan.root, plan.tag))
+        scanned = trust.scan_load(plan.root, plan.tag, _pointers(plan))
         if scanned.untrusted:
             plan.notes.append(f"--apply refuses this tag unless --trust-checkpoint: {len(scanned.untrusted)} file(s) "
                               f"not verified safe ({scanned.describe()})")
+    gone = deps.missing(needs(plan, options))
+    if gone:
+        plan.notes.append(f"--apply cannot be used here: it needs {' and '.join(gone)}, not installed ({deps.INSTALL})")
     return plan
+
+
+def _pointers(plan: Plan) -> tuple[str, ...]:
+    """The tag pointers a later load of the root reads: all but one this action rewrites (repair latest)."""
+    rewritten = set(plan.replaces) | set(plan.writes)
+    return tuple(p for p in trust.POINTERS if os.path.join(plan.root, p) not in rewritten)
+
+
+def needs(plan: Plan, options: Options) -> tuple[str, ...]:
+    """What --apply imports: its commands' packages (the action's NEEDS), and the verifying load's."""
+    own = tuple(getattr(registry.action(plan.action), "NEEDS", ())) if plan.commands else ()
+    return tuple(dict.fromkeys(own + (deps.LOAD if skip_reason(plan, options) is None else ())))
 
 
 def skip_reason(plan: Plan, options: Options) -> str | None:
@@ -70,10 +86,11 @@ def skip_reason(plan: Plan, options: Options) -> str | None:
 
 def apply(plan: Plan, options: Options) -> Outcome:
     module = registry.action(plan.action)
+    deps.require(needs(plan, options), f"repair {plan.action} --apply")  # before anything is written or loaded
     outcome = Outcome(plan, applied=True)
     if plan.tag:  # every action converts, rewrites or (to verify) loads the tag: the trust gate first
-        outcome.trust = trust.gate(os.path.join(plan.root, plan.tag), options.trust_checkpoint,
-                                   f"repair {plan.action} --apply")
+        outcome.trust = trust.gate(plan.root, plan.tag, options.trust_checkpoint, f"repair {plan.action} --apply",
+                                   _pointers(plan))
     if plan.staging:
         outcome.done += files.fresh_staging(plan.staging)
         try:

@@ -21,6 +21,7 @@ from triage.repair.plan import Check, LoadSpec, Plan, Refused, Source, default_o
 from triage.repair.tools import PYTHON, run_tool
 
 NAME = "fp32"
+NEEDS = ("torch", "deepspeed")  # what its commands import (triage/probe/deps.py checks before --apply starts)
 
 
 def weights_names(safetensors: bool, sharded: bool) -> list[str]:

@@ -25,6 +25,7 @@ from triage.repair.plan import Check, LoadSpec, Plan, Source, default_out, new_p
 from triage.repair.tools import PYTHON, run_tool
 
 NAME = "strip-optimizer"
+NEEDS = ("torch",)  # its ZeRO-0 rewrite (a command); copying ZeRO-1/2 files needs nothing
 KEPT = ("model", "layer", "expert")  # checkpoint.SHARD_PATTERNS kinds that hold weights, not optimizer state
 # ZeRO-0: the keys of a model-states file that are optimizer or scheduler state
 DROPPED_KEYS = ("optimizer", "lr_scheduler")

@@ -21,7 +21,7 @@ from triage.repair.plan import Check, LoadSpec, Plan, Source, default_out, new_p
 from triage.repair.tools import PYTHON, run_tool
 
 NAME = "universal"
-NEEDS = ("torch", "deepspeed")  # what its commands import (triage/deps.py checks before --apply starts)
+NEEDS = ("torch", "deepspeed")  # what its commands import (triage/probe/deps.py checks before --apply starts)
 EXTRACT_WORKERS, MERGE_WORKERS = 4, 2  # ds_to_universal's defaults, capped by the CPUs here
 
 

@@ -19,8 +19,8 @@ from triage.manifest.build import manifest_path
 from triage.manifest.check import ManifestCheck, check
 from triage.probe.context import ProbeContext
 from triage.probe.report import ProbeReport, probe_all
-from triage.probe.target import from_args
-from triage.probe.trust import TrustReport, scan
+from triage.probe.target import from_args, given_releases
+from triage.probe.trust import TrustReport, scan_load
 
 SCHEMA_VERSION = 1
 
@@ -55,20 +55,24 @@ class VerifyReport:
 
 
 def verify(path: str, manifest: str | None = None, deep: bool = False, hashed: bool = True,
-           load_dir: str | None = None, model: str | None = None) -> VerifyReport:
+           load_dir: str | None = None, model: str | None = None,
+           releases: tuple[str | None, str | None] = (None, None)) -> VerifyReport:
     """load_dir: the dir the job will pass to load_checkpoint / --load; one level off (a tag dir, a
     Trainer output dir, the root's parent) is a problem: DeepSpeed returns (None, None) from it.
     model: the model the job builds (a --model file): names or shapes that differ are a problem, as a
-    load with strict=False would take the checkpoint without a word."""
+    load with strict=False would take the checkpoint without a word. releases: (deepspeed, torch), the
+    loading job's releases when not this host's (the version probe)."""
     if not os.path.lexists(path):
         raise BadInput(f"{path}: no such file or directory")
     if manifest is not None and not os.path.isfile(manifest):
         raise BadInput(f"--manifest {manifest}: no such file")
-    target = from_args(None, None, None, model=model, load_dir=load_dir)
+    target = given_releases(from_args(None, None, None, model=model, load_dir=load_dir), *releases)
     ctx = ProbeContext.for_path(path, target, deep=deep)
     report = probe_all(ctx)
     tag_dir = ctx.ckpt.tag_dir
-    trusted = scan(tag_dir) if tag_dir and os.path.isdir(tag_dir) else None
+    # the tag, and the tags `latest` and `latest_universal` name: the job's config may load either
+    trusted = scan_load(ctx.ckpt.root, ctx.ckpt.tag) if ctx.ckpt.root else None
+    trusted = trusted if trusted and (trusted.tags or trusted.files) else None  # nothing to walk: no claim
     default = manifest_path(tag_dir) if tag_dir else None
     chosen = manifest or (default if default and os.path.isfile(default) else None)
     if chosen is None:

@@ -12,9 +12,13 @@ data (deep_scan: one streaming pass, through the safe reader's metadata, never a
   rank's (shard_swapped), one that matches none is another save's (master_differs);
 * whose `param_slice_mappings` each shard holds (shard_swapped);
 * each partition's size against what `param_shapes` gives its rank (partition_size);
-* the optimizer's `step` in every shard: equal across ranks, and never more than the engine's
-  `global_steps` minus `skipped_steps` in the model states (step_differs). Fewer is no finding:
-  a resume with load_optimizer_states=False restarts the optimizer's count, not the engine's.
+* the optimizer's `step` in every shard: each counter equal across the ranks that keep it, like
+  with like (per parameter state, per param group: DeepSpeed's FusedAdam keeps both, its group one
+  stays 0; a rank keeps none for a partition without optimizer state; SGD keeps none at all), and
+  the count never more than the engine's `global_steps` minus `skipped_steps` in the model states
+  (step_differs). Fewer is no finding: a resume with load_optimizer_states=False restarts the
+  optimizer's count, not the engine's. tests/test_probe_healthy_optimizers.py holds a healthy real
+  save of every optimizer DeepSpeed checkpoints, on ZeRO-1, 2 and 3.
 
 ZeRO-3 saves no module weights beside its partitions: sizes and steps only (inconclusive about
 values). Without --deep: inconclusive.
@@ -191,46 +195,77 @@ class _Found:
         return f"cd {self.ctx.q(self.ctx.ckpt.tag)} && " + " && ".join(steps)
 
     def _other_save_fix(self, r) -> str:
-        steps = list(r.steps)
+        count = _count(r.steps)
         if self._good_tags is None:
             self._good_tags = _agreeing_tags(self.ctx)
         good = self._good_tags
         text = f"restore {r.file} of {self.ctx.ckpt.tag} from the save that wrote the rest of this tag"
-        if steps and any(f"global_step{_num(s)}" == t for s in steps for t in self.ctx.ckpt.tags):
-            text += f" (its step {_num(steps[0])} is global_step{_num(steps[0])}'s)"
+        if count is not None and f"global_step{count}" in self.ctx.ckpt.tags:
+            text += f" (its step {count} is global_step{count}'s)"
         if good:
             text += f", or resume from {good[0]} (tag={good[0]!r}), whose step counters agree"
         return text
 
     def steps(self) -> None:
+        """Like with like: each counter (per parameter, per param group) across the ranks that keep
+        it; a rank keeps none for a group whose partition is empty or frozen (no grad, no state), and
+        FusedAdam's per-group step stays 0 beside its per-parameter one."""
         ranks = [r for r in self.scan.ranks if not r.error]
-        if not ranks or any(not r.steps for r in ranks):
-            return
-        self.checked.append("step_differs")
-        values = {r.file: sorted({_num(s) for s in r.steps}) for r in ranks}
-        distinct = sorted({v for vs in values.values() for v in vs})
-        engine = {g - k for g, k in self.scan.model_steps.values() if g is not None}
+        kept = [r for r in ranks if r.steps]
         said = ", ".join(f"global_steps {g}" + (f" ({k} skipped)" if k else "") + f" in {f}"
                          for f, (g, k) in self.scan.model_steps.items())
         if len({g for g, _ in self.scan.model_steps.values()}) > 1:
+            self.checked.append("step_differs")
             self._found("step_differs", f"the model-states files disagree on global_steps ({said}): files of "
                         "different saves")
-        if len(distinct) > 1:
-            common = max(distinct, key=lambda v: sum(v in vs for vs in values.values()))
-            odd = [f"{f} (step {', '.join(map(str, vs))})" for f, vs in values.items() if vs != [common]]
-            self._found("step_differs", f"the optimizer shards record different steps: step {common} in most, but "
-                        f"{'; '.join(odd)}; the model states record {said}: files of different saves"
-                        + ("" if all(f in self.explained for f in values if values[f] != [common])
-                           else ". Fix: restore those shards from the save that wrote this tag"))
-        elif engine and distinct and distinct[0] > max(engine):
-            self._found("step_differs", f"every optimizer shard records step {distinct[0]}, more than the engine's "
+        if not kept:
+            if ranks:
+                self.context.append(f"no step counter in the optimizer shards (the optimizer keeps none, e.g. SGD): "
+                                    f"steps not compared ({said})")
+            return
+        self.checked.append("step_differs")
+        if len(kept) < len(ranks):
+            self.context.append(f"{len(ranks) - len(kept)} shard(s) keep no step counter (no optimizer state for "
+                                "their partition): steps compared across the others")
+        mixed = False
+        for counter in sorted({k for r in kept for k, _ in r.steps}):
+            values = {r.file: sorted({_num(v) for k, v in r.steps if k == counter}) for r in kept}
+            values = {f: vs for f, vs in values.items() if vs}
+            if len({tuple(vs) for vs in values.values()}) > 1:
+                mixed = True
+                self._differ(COUNTERS[counter], values, said)
+        if mixed:
+            return
+        count = max(_count(r.steps) for r in kept)
+        engine = {g - k for g, k in self.scan.model_steps.values() if g is not None}
+        if engine and count > max(engine):
+            self._found("step_differs", f"every optimizer shard records step {count}, more than the engine's "
                         f"{max(engine)} ({said}): the optimizer shards are from a later save than the model states")
-        elif engine and distinct and distinct[0] < min(engine):
-            self.context.append(f"every optimizer shard records step {distinct[0]}, the engine {min(engine)} ({said}): "
+        elif engine and count < min(engine):
+            self.context.append(f"every optimizer shard records step {count}, the engine {min(engine)} ({said}): "
                                 "the optimizer state restarted since (a resume with load_optimizer_states=False), "
                                 "not a mix of saves")
         else:
-            self.context.append(f"optimizer step {distinct[0] if distinct else '?'} in every shard ({said})")
+            self.context.append(f"optimizer step {count} in every shard ({said})")
+
+    def _differ(self, counter: str, values: dict[str, list], said: str) -> None:
+        sets = [tuple(vs) for vs in values.values()]
+        common = max(sets, key=sets.count)
+        odd = [f"{f} (step {', '.join(map(str, vs))})" for f, vs in values.items() if tuple(vs) != common]
+        self._found("step_differs", f"the optimizer shards record different {counter} steps: step "
+                    f"{', '.join(map(str, common))} in most, but {'; '.join(odd)}; the model states record {said}: "
+                    "files of different saves"
+                    + ("" if all(f in self.explained for f, vs in values.items() if tuple(vs) != common)
+                       else ". Fix: restore those shards from the save that wrote this tag"))
+
+
+COUNTERS = {"param": "per-parameter", "group": "per-param-group"}
+
+
+def _count(steps: list[tuple[str, object]]):
+    """The optimizer's step count in one shard: its highest counter (FusedAdam's per-group step
+    stays 0 while the per-parameter one counts); None when it keeps none."""
+    return max((_num(v) for _, v in steps), default=None)
 
 
 def _n(values: list[int]) -> str:
@@ -262,7 +297,8 @@ def _agreeing_tags(ctx: ProbeContext, most: int = 8) -> list[str]:
                 if shard.kind == "optim":
                     state = optim_state(meta.graph)
                     with Archive(f"{listing.path}/{shard.name}") as archive:
-                        counts |= {_num(s) for s in (deep_scan.steps_of(archive, state) if state else [])}
+                        count = _count(deep_scan.steps_of(archive, state)) if state else None
+                    counts |= {count} if count is not None else set()
                 else:
                     states = model_state(meta.graph)
                     counts.add(states.global_steps - states.skipped_steps if states and states.global_steps else None)
@@ -285,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         differ = f"{r.tally.differ}/{r.tally.compared}" if r.tally else "-"
         print(f"{r.file:48s} {_n(r.saved):>10s} {_n(r.expected):>10s} "
               f"{'-' if r.mapping_rank is None else r.mapping_rank:>8} {differ:>12s} "
-              f"{'-' if r.holds is None else r.holds:>5} {', '.join(str(_num(s)) for s in r.steps)}"
+              f"{'-' if r.holds is None else r.holds:>5} {', '.join(f'{k} {_num(v)}' for k, v in r.steps)}"
               + (f"  ({r.error})" if r.error else ""))
     for name, (steps, skipped) in scan.model_steps.items():
         print(f"{name}: global_steps {steps}, skipped_steps {skipped}")

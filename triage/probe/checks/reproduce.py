@@ -1,8 +1,11 @@
 """reproduce (`--reproduce`): DeepSpeed's own load of the checkpoint, for real, then its output
 read back through the classifier.
 
-Nothing loads before the trust gate (triage/probe/trust.py) has verified every file the load would
-open: a suspicious or unverifiable one refuses the probe (exit 5) unless --trust-checkpoint.
+It needs torch and DeepSpeed installed: the CLI exits 7 without them (triage/probe/deps.py), and this
+probe is inconclusive, as it is when the load could not import them: that is no verdict on the
+checkpoint. Nothing loads before the trust gate (triage/probe/trust.py) has verified every file
+the load would open: a suspicious or unverifiable one refuses the probe (exit 5) unless
+--trust-checkpoint.
 
 torchrun on CPU (gloo), set up from every fact the target has (triage/probe/reproduction.py): its
 world size, its ds_config with its ZeRO stage, the model from --model-factory or a stand-in built
@@ -16,7 +19,10 @@ the load fails (`load_fails`), refuted when it passes.
 
 from __future__ import annotations
 
+import re
+
 from triage import progress
+from triage.probe import deps
 from triage.probe import trust
 from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file
@@ -31,7 +37,13 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     layout = ctx.layout()
     if ctx.ckpt.root is None or layout is None:
         return ProbeResult(NAME, INCONCLUSIVE, "no checkpoint tag to load", [], "")
-    trusted = trust.gate(ctx.ckpt.tag_dir, ctx.trust_checkpoint, "probe --reproduce")  # before anything else
+    gone = deps.missing(deps.LOAD)
+    if gone:  # the CLI exits 7 before this; a library caller gets the probe that could not run
+        return ProbeResult(NAME, INCONCLUSIVE, f"not run: {' and '.join(gone)} not installed here, so DeepSpeed's "
+                           "own load cannot run", [f"install: {deps.INSTALL}"],
+                           rerun_command(ctx, ctx.target.world_size or layout.dp or 1))
+    # before anything else: the tag, and those `latest`/`latest_universal` name (the config may pick either)
+    trusted = trust.gate(ctx.ckpt.root, ctx.ckpt.tag, ctx.trust_checkpoint, "probe --reproduce")
     model_file = first_model_file(ctx.listing)
     meta = ctx.meta(model_file.name) if model_file else None
     s = setup(ctx, layout, meta, ctx.model_factory)
@@ -51,6 +63,12 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if trusted.trusted_note():
         context.insert(0, trusted.trusted_note())
     evidence, facts = [], {"load": result.to_json(), "trust": trusted.to_json()}
+    unstarted = _environment(result)
+    if unstarted:  # the load never reached the checkpoint: nothing was learnt about it
+        found = ProbeResult(NAME, INCONCLUSIVE, f"DeepSpeed's own load could not start here: {unstarted}",
+                            context + [f"install: {deps.INSTALL}"], rerun_command(ctx, s.world_size), facts=facts)
+        found.load = _load_json(s, result)
+        return found
     if not result.ok:
         evidence.append(f"DeepSpeed's load failed: {result.detail}")
         report = _classified(result.output or "\n".join(result.log))
@@ -67,6 +85,19 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         command=rerun_command(ctx, s.world_size), facts=facts, context=context)
     found.load = _load_json(s, result)
     return found
+
+
+# The interpreter's own torch or DeepSpeed missing (not a module a checkpoint's pickle names, such as
+# deepspeed.runtime.fp16.loss_scaler on an older release: that is the load failing on this checkpoint).
+_NO_RUNTIME = re.compile(r"No module named '(torch|deepspeed)'")
+
+
+def _environment(result) -> str | None:
+    """Why the load never started (torchrun or a rank could not import torch/DeepSpeed), or None."""
+    if result.ok:
+        return None
+    found = _NO_RUNTIME.search(result.detail or "") or _NO_RUNTIME.search(result.output or "\n".join(result.log))
+    return found.group(0) if found else None
 
 
 def _load_json(s: Setup, result) -> dict:

@@ -27,6 +27,7 @@ import importlib.metadata as md
 import re
 
 from triage.probe.context import ProbeContext
+from triage.probe.pickle_bounds import SHOWN_CHARS, shown
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "version"
@@ -41,11 +42,23 @@ KNOWN_BREAKS = (
 )
 
 
+UNKNOWN_LOAD = ("the loading job's DeepSpeed release is unknown (none installed here, none in the log): give "
+                "--deepspeed-version (and --torch-version), the releases the job runs")
+
+
 def parse(version) -> tuple[int, ...] | None:
     if not isinstance(version, str):
         return None
     m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", version)
     return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
+def label(version) -> str:
+    """A saved ds_version as the report names it: a stranger's value, so never more than a line of it
+    (str() of a crafted list could be gigabytes)."""
+    if not version:
+        return "none"
+    return version if isinstance(version, str) and len(version) <= SHOWN_CHARS else shown(version)
 
 
 def installed(package: str) -> str | None:
@@ -64,6 +77,9 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if ctx.target.ds_version:  # the release the failing job ran beats the one installed here
         ds_installed, sources = ctx.target.ds_version, {"ds_version": ctx.target.sources.get("ds_version", "?")}
         context.append(f"the load ran deepspeed {ds_installed} ({sources['ds_version']})")
+    if ctx.target.torch_version:
+        sources["torch_version"] = ctx.target.sources.get("torch_version", "?")
+        context.append(f"the load runs torch {ctx.target.torch_version} ({sources['torch_version']})")
     if listing is None or not listing.exists or listing.error:
         bugs = _known_bugs(ctx, sources, [])
         return _with_bugs(outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
@@ -91,10 +107,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             for what, applies, why in KNOWN_BREAKS:
                 if applies(stage, parse(checked_version), parse(ds_installed)):
                     signals.append("known_break")
-                    evidence.append(f"{shard.name}: {what} ({checked_version}): {why}")
+                    evidence.append(f"{shard.name}: {what} ({label(checked_version)}): {why}")
             if isinstance(checked_version, str) and checked_version and checked_version != version:
                 version = checked_version
-        saved.setdefault(str(version) if version else "none", []).append(shard.name)
+        saved.setdefault(label(version), []).append(shard.name)
     if not saved and not signals:
         return outcome(NAME, signals=[], checked=[], complete=False, found="", clear="",
                        unknown="no readable shard to take ds_version from", evidence=evidence, context=context,
@@ -109,7 +125,8 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     supports, clear = [], "no known incompatibility between the saved and installed DeepSpeed"
     if newest and mine and parse(newest) > mine:
         supports.append("saved_newer")
-        loader = f"the load's {ds_installed} ({sources['ds_version']})" if sources else f"the installed {ds_installed}"
+        loader = (f"the load's {ds_installed} ({sources['ds_version']})" if "ds_version" in sources
+                  else f"the installed {ds_installed}")
         context.insert(0, f"saved by deepspeed {newest}, newer than {loader}: no break between them is known to "
                           "ds-triage (DeepSpeed checks ds_version only in ZeRO-1 optimizer shards); the likely cause "
                           "only if the load's error is a version skew")
@@ -121,9 +138,11 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     command = (f"python -m triage.probe.safe_pickle {sample} | grep ds_version; " if sample else "") + \
         "pip show deepspeed torch | grep -E '^(Name|Version)'"
     bugs = _known_bugs(ctx, sources, [v for v in saved if v != "none"])
-    return _with_bugs(outcome(NAME, signals=signals, checked=list(SIGNALS), complete=True,
+    return _with_bugs(outcome(NAME, signals=signals, checked=list(SIGNALS) if mine else ["ds_version_missing"],
+                              complete=mine is not None,  # without the load's release: known breaks unchecked
                               found="the installed DeepSpeed cannot load this checkpoint's version",
-                              clear=clear, unknown="", evidence=evidence, context=context, command=command,
+                              clear=clear, unknown=UNKNOWN_LOAD, evidence=evidence, context=context,
+                              command=command if mine else f"ds-triage probe {ctx.q()} --deepspeed-version X.Y.Z",
                               sources=sources, supports=supports, facts={"saved": sorted(saved), "load": ds_installed}),
                       bugs)
 
@@ -139,8 +158,11 @@ def _known_bugs(ctx: ProbeContext, sources: dict, saved: list[str]) -> list:
     load = dict(here)
     if ctx.target.ds_version:
         load["deepspeed"] = ctx.target.ds_version
+    if ctx.target.torch_version:
+        load["torch"] = ctx.target.torch_version
     releases = Releases(load=load, installed=here, saved=sorted(saved, key=lambda v: parse(v) or ()),
-                        sources={"deepspeed": sources["ds_version"]} if sources else {})
+                        sources={package: sources[key] for package, key in (("deepspeed", "ds_version"),
+                                                                            ("torch", "torch_version")) if key in sources})
     return [assess(rule_id, bug, releases) for rule_id, bug in ctx.known_bugs]
 
 
