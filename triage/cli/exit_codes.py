@@ -73,6 +73,10 @@ BY_COMMAND: dict[str, list[tuple[int, str, str]]] = {
          + " Without `--reproduce` the probes need neither."),
         *_SIGNALS,
     ],
+    "collect": [
+        (0, "listings written", "the checkpoint's `id`, `cat latest` and `ls -la` listings were printed."),
+        (3, "the dir cannot be used", "DIR does not exist, is a symlink or is not a directory."),
+    ],
     "triage": [
         (0, "a cause confirmed", "a cause was confirmed on the checkpoint (`verdict.status` is `confirmed`): a "
          "hypothesis from the log (`verdict.source: log`, `rule_id` set), or, when every hypothesis was "

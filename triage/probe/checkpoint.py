@@ -156,6 +156,10 @@ class Checkpoint:
             self._listings[tag] = list_tag(self.root, tag, confined=self.given_kind not in ("tag_dir", "shard"))
         return self._listings[tag]
 
+    def has_tag_dir(self, name: str) -> bool | None:
+        """Whether the root holds a dir `name` (None: not known, for a checkpoint known from a listing)."""
+        return os.path.isdir(os.path.join(self.root, name))
+
     @property
     def tag_dir(self) -> str | None:
         return os.path.join(self.root, self.tag) if self.root and self.tag else None

@@ -32,7 +32,7 @@ def tag_problems(root: str, tag: str, trusted: bool = False) -> list[str]:
     problems = [f"{r.name}: {(r.headline or [r.summary])[0]}" for r in results.values()
                 if r.status == CONFIRMED and not (trusted and set(r.signals) <= TRUST_SIGNALS)]
     if not trusted:
-        scanned = trust.scan(os.path.join(root, tag))
+        scanned = trust.scan(os.path.join(root, tag), root)
         problems += [f"trust: {scanned.describe(1)}"] if scanned.untrusted else []
     if not problems and results["completeness"].status != REFUTED:
         problems.append(f"completeness: {results['completeness'].summary}")
