@@ -70,7 +70,7 @@ def test_reading_options_still_run(command, src, tmp_path):
     ("ls 'unbalanced", "unbalanced quote"),
     ("git -C . lfs ls-files", "`git` is not on the chat's list"),
     ("/bin/ls /", "give a program by its name"),
-    ("ds-triage repair config . --apply", "only ds-triage probe, triage, classify, runbook, verify run"),
+    ("ds-triage repair config . --apply", "only ds-triage probe, triage, classify, runbook, verify, inspect run"),
     ("ds-triage probe . --reproduce --trust-checkpoint", "--reproduce is not one of the read-only options"),
     ("ds-triage probe . --repro", "--repro is not one of the read-only options"),
     ("ds-triage verify . --junit=x.xml", "--junit is not one of the read-only options"),

@@ -58,7 +58,7 @@ def test_model_with_a_changed_shape_and_a_renamed_key_is_confirmed(tmp_path):
     assert result.facts["unexpected"] == ["blocks.3.bias"]
     assert result.facts["shapes_differ"] == ["head.weight"]
     assert "head.weight saved [8, 128] vs model [10, 128]" in " ".join(result.evidence)
-    assert result.command.startswith("diff <(python -m triage.probe.model_file ")
+    assert result.command.startswith("diff <(ds-triage inspect --shapes ")
 
 
 @pytest.mark.parametrize("prefix,signal", [("module.", "prefix_module"), ("_orig_mod.", "prefix_orig_mod"),
@@ -167,7 +167,7 @@ def test_optimizer_type_and_param_groups(case_id):
     result = probe("optimizer", root, optimizer="SGD")
     assert result.status == CONFIRMED and result.signals == ["type_differs"]
     assert "saved AdamW" in result.evidence[0] and "decoupled_weight_decay=True" in result.evidence[0]
-    assert result.command.startswith("python -m triage.probe.safe_pickle --optimizer ")
+    assert result.command.startswith("ds-triage inspect --optimizer ")
     assert probe("optimizer", root, optimizer="AdamW").status == REFUTED
     assert probe("optimizer", root, optimizer="torch.optim.AdamW", param_groups=1).status == REFUTED
     assert probe("optimizer", root, optimizer="Adam").signals == ["type_differs"]  # same state, other update rule

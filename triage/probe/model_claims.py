@@ -93,7 +93,7 @@ def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str,
             context.append("contradicts the log: no parameter torch reported is saved with the shape it read")
     if claims.partition:
         _check_partition(ctx, claims.partition, signals, checked, evidence, context)
-    command = f"python -m triage.probe.model_file {ctx.q(ctx.ckpt.tag, shard)}"
+    command = f"ds-triage inspect --shapes {ctx.q(ctx.ckpt.tag, shard)}"
     return outcome(NAME, signals=signals, checked=checked, complete=True,
                    found="the checkpoint's names and shapes are the ones torch's load error reported: the model the "
                          "job built differs from it",

@@ -19,6 +19,7 @@ import shlex
 
 from triage.probe.context import ProbeContext
 from triage.probe.layout import STAGE_FAMILY
+from triage.probe.pickle_bounds import shown
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "config"
@@ -83,9 +84,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
             continue
         if signal:
             signals.append(signal)
-            evidence.append(f"{label} ({dotted}): saved {before!r}, your config {after!r}: breaks the load")
+            evidence.append(f"{label} ({dotted}): saved {shown(before)}, your config {shown(after)}: breaks the load")
         else:
-            context.append(f"{label} ({dotted}): saved {before!r}, your config {after!r} (loads; changes training)")
+            context.append(f"{label} ({dotted}): saved {shown(before)}, your config {shown(after)} "
+                           "(loads; changes training)")
     _degrees(layout, target.config, signals, evidence)
     _universal(ctx, layout, target.config, signals, evidence)
     if not signals:
@@ -94,10 +96,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if not shard:
         command = ""
     elif target.config_path:
-        command = (f"diff <(python -m triage.probe.safe_pickle --config {shard}) "
+        command = (f"diff <(ds-triage inspect --config {shard}) "
                    f"<(python3 -m json.tool --sort-keys {_q(target.config_path)})")
     else:  # the config DeepSpeed printed in the log: show the saved one beside it
-        command = f"python -m triage.probe.safe_pickle --config {shard}"
+        command = f"ds-triage inspect --config {shard}"
         context.append(f"your config: the ds_config DeepSpeed printed in {target.sources.get('config', 'the log')}")
     checked = ["stage_differs", "precision_differs", "universal_differs"]
     if isinstance(lookup(target.config, "tensor_parallel.autotp_size", None), int):
@@ -133,7 +135,7 @@ def _without_config(ctx: ProbeContext) -> ProbeResult:
                    found="the load's settings differ from the saved ones in a way that breaks loading",
                    clear="", unknown="no ds_config of the load to compare beyond what its log shows",
                    evidence=evidence, context=context, command=_shard(ctx) and
-                   f"python -m triage.probe.safe_pickle --config {_shard(ctx)}" or "", sources=sources)
+                   f"ds-triage inspect --config {_shard(ctx)}" or "", sources=sources)
 
 
 def _precision(target, layout, has_optim: bool, signals, checked, evidence, context, sources) -> None:

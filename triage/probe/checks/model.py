@@ -130,8 +130,8 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         evidence.append(_listed("differently shaped", shown))
     if not signals:
         context.insert(0, f"all {len(a_saved.keys() & a_expected.keys())} names and shapes match")
-    command = (f"diff <(python -m triage.probe.model_file {ctx.q(ctx.ckpt.tag, shard.name)}) "
-               f"<(python -m triage.probe.model_file {shlex.quote(str(model.path))})")
+    command = (f"diff <(ds-triage inspect --shapes {ctx.q(ctx.ckpt.tag, shard.name)}) "
+               f"<(ds-triage inspect --shapes {shlex.quote(str(model.path))})")
     return outcome(NAME, signals=signals, checked=list(SIGNALS), complete=True,
                    found="the model's parameter names or shapes differ from the checkpoint's",
                    clear="the checkpoint's parameter names and shapes match your model",

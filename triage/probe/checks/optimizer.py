@@ -145,7 +145,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         _compare_groups(found, want_groups, have_groups, groups_how,
                         ctx.target.sources.get("param_groups", "--param-groups"))
     sample = ctx.q(ctx.ckpt.tag, shards[0].name) if shards else ""
-    command = f"python -m triage.probe.safe_pickle --optimizer {sample}" if sample else ""
+    command = f"ds-triage inspect --optimizer {sample}" if sample else ""
     return outcome(NAME, signals=found.signals, checked=found.checked, complete=found.complete,
                    found="the optimizer the load builds differs from the saved one",
                    clear="the saved optimizer matches the one the load builds",

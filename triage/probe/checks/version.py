@@ -135,7 +135,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         context.append(f"{unread} shard(s) unreadable (see integrity), not counted")
     sample = ctx.q(ctx.ckpt.tag, (listing.of("optim") or listing.of("model", "zero3_model"))[0].name) \
         if (listing.of("optim") or listing.of("model", "zero3_model")) else ""
-    command = (f"python -m triage.probe.safe_pickle {sample} | grep ds_version; " if sample else "") + \
+    command = (f"ds-triage inspect {sample} | grep ds_version; " if sample else "") + \
         "pip show deepspeed torch | grep -E '^(Name|Version)'"
     bugs = _known_bugs(ctx, sources, [v for v in saved if v != "none"])
     return _with_bugs(outcome(NAME, signals=signals, checked=list(SIGNALS) if mine else ["ds_version_missing"],

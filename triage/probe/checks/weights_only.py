@@ -45,7 +45,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     if unread:
         context.append(f"not read: {', '.join(unread[:5])}")
     first = next(iter(refused), listing.shards[0].name)
-    command = f"python -m triage.probe.safe_pickle {ctx.q(ctx.ckpt.tag, first)} | grep -A20 globals"
+    command = f"ds-triage inspect {ctx.q(ctx.ckpt.tag, first)} | grep -A20 globals"
     return outcome(NAME, signals=["refused_globals"] if refused else [], checked=list(SIGNALS),
                    complete=not unread,
                    found="torch.load(weights_only=True) refuses these shards: they pickle DeepSpeed's own objects",
