@@ -163,7 +163,8 @@ def _shapes(sizes: dict, only: bool) -> Signal:
         kinds = ", ".join(f"dimension {d} ({'column' if d == 0 else 'row'}-parallel)" for d in dims)
         return Signal("tp_ratio", f"every differing shape is {factor}x smaller in the {smaller}, along {kinds}: "
                       f"a tensor-parallel degree {factor} times the other side's", {"ratio": factor, "smaller": smaller,
-                                                                                       "dims": dims, "only": only})
+                                                                                       "dims": dims, "only": only},
+                      smaller)
     return Signal("shapes_unpatterned", f"{len(pairs)} shape(s) differ with no common ratio: "
                   f"{_shown([f'{n} {list(c)} vs {list(m)}' for n, (c, m) in pairs.items()])}", {})
 
@@ -196,7 +197,8 @@ def _partition(saved: int, load: int) -> Signal:
         world = "the saving job's data-parallel size was" if saved < load else "the loading job's data-parallel size is"
         return Signal("dp_ratio", f"the saved flat partition holds {saved} elements, the load's {load}: {world} "
                       f"{factor}x the other's", {"saved": saved, "load": load, "ratio": factor,
-                                                "larger_dp": "checkpoint" if saved < load else "load"})
+                                                "larger_dp": "checkpoint" if saved < load else "load"},
+                      "checkpoint" if saved < load else "load")
     return Signal("partition_unpatterned", f"the saved flat partition holds {saved} elements, the load's {load}: no "
                   "integer ratio", {"saved": saved, "load": load})
 

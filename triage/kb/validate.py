@@ -84,6 +84,7 @@ def semantic_problems(source: RuleSource, repo_root: Path) -> list[str]:
     if not stem.startswith(rule["id"]):
         report(("id",), f"id {rule['id']} does not match the file name {stem}. Name the file {rule['id']}-<slug>.yaml")
     _check_regexes(rule, report)
+    _check_facts(rule, report)
     for index, check in enumerate(rule["verify"]):
         command = check["command"]
         where = ("verify", index, "command")
@@ -172,6 +173,19 @@ def _check_regexes(rule: dict, report) -> None:
         if key in ("line", "run_line") and _literal_free(pattern):  # what `stream` prefilters on raw bytes
             report(path, f"{key} /{pattern}/ has no fixed text of 4+ characters, so `ds-triage stream` cannot "
                    "prefilter it. Anchor it on a fixed piece of the message")
+
+
+def _check_facts(rule: dict, report) -> None:
+    """Every `facts:` entry names a signal the analyses produce (triage/analysis/facts.py)."""
+    from triage.analysis.facts import problems
+
+    signature = rule["signature"]
+    for part in ("patterns", "boosts", "unless"):
+        for index, spec in enumerate(signature.get(part, [])):
+            for number, fact in enumerate(spec.get("facts", [])):
+                problem = problems(fact)
+                if problem:
+                    report(("signature", part, index, "facts", number), f"{problem}")
 
 
 def _literal_free(pattern: str) -> bool:
