@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,6 +82,20 @@ def test_classify_text_and_json_give_what_the_cli_gives(server, cli):
         assert status == 200 and errors(CLASSIFY, got) == []
         assert got["category"] == want["category"]
         assert [h["rule_id"] for h in got["hypotheses"]] == [h["rule_id"] for h in want["hypotheses"]]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl_data_binary_at_a_log_file_is_classified(server, cli, tmp_path):
+    """`curl --data-binary @job.log URL/classify` sends curl's default form type: the log all the same
+    (issue 44: it was a 415)."""
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(env.case_lines(FAILURE)))
+    want = json.loads(cli("classify", log, "--json").stdout)
+    done = subprocess.run(["curl", "-sS", "--data-binary", f"@{log}", f"http://127.0.0.1:{server.port}/classify"],
+                          capture_output=True, text=True, timeout=120)
+    got = json.loads(done.stdout)
+    assert done.returncode == 0 and errors(CLASSIFY, got) == []
+    assert [h["rule_id"] for h in got["hypotheses"]] == [h["rule_id"] for h in want["hypotheses"]]
 
 
 def test_fluent_bit_json_lines_batches_assemble_across_batches(server):

@@ -1,6 +1,7 @@
 """`ds-triage serve`: the classifier and the stream assembler over HTTP (stdlib http.server).
 
-    POST /classify   a log (text/plain, or JSON {"log": "..."}) -> the `classify --json` report
+    POST /classify   a log (any text body: text/plain, curl's default form type; or JSON {"log": "..."})
+                     -> the `classify --json` report (`curl --data-binary @job.log HOST:8080/classify`)
     POST /ingest     a shipper's batch -> {"records", "malformed", "no_message", "incidents": [...]}
                      JSON array or object, NDJSON, concatenated JSON (Fluent Bit http output
                      format json / json_lines / json_stream; Vector http sink json or ndjson),
@@ -12,7 +13,7 @@
 
 Every answer is JSON, errors included ({"error": "...", "status": N}): 400 malformed, 404,
 405 (with Allow), 411 no Content-Length, 413 over --max-body (after gunzip too), 415 a
-content type or encoding it cannot read; 400 also for gzip that is truncated or followed by
+content type (/ingest) or encoding it cannot read; 400 also for gzip that is truncated or followed by
 trailing bytes, and for JSON nested deeper than the parser's recursion limit (~1000). 503 (with Retry-After)
 when every classify worker stayed busy for --queue-wait seconds, or when one classification
 ran past its --budget (its worker is replaced). Never a traceback: an unexpected failure is
@@ -146,8 +147,9 @@ class Handler(ConnectionHandler):
             if not isinstance(value, dict) or not isinstance(value.get("log"), str):
                 raise HTTPError(400, 'a JSON body must be an object with the log text in "log"')
             data = value["log"].encode("utf-8")
-        elif kind not in TEXT_TYPES:
-            raise self._unsupported(kind)
+        # Any other type is the log itself: curl's default (a form type, for --data-binary @job.log),
+        # text/*, none. A body that is not text (msgpack, a shard posted by mistake) is refused by
+        # decode_log as binary, with the same 400 a file of it gets.
         from triage.logs.inputs import decode_log
 
         try:
