@@ -72,7 +72,7 @@ def _bare_pattern(rule: Rule, exc, view: LogView, reports: dict[str, int]) -> tu
         cond = pattern.conditions
         if cond.message is None or cond.exception is None or not cond.message.fullmatch(""):
             continue
-        if not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
+        if not view.raised_as(cond.exception, exc):
             continue
         unshown = unshown_conditions(cond, exc, view)
         value = pattern.confidence - UNSHOWN_CONDITION * max(0, unshown - 1)

@@ -12,6 +12,7 @@ import re
 from itertools import accumulate
 from typing import Callable
 
+from triage.analysis.facts import holds as holds_fact, of_incident, source as fact_source
 from triage.logs.incident import Incident, RaisedException
 from triage.classify.ceiling import ceiling
 from triage.kb.literal_scan import presence
@@ -25,6 +26,12 @@ MIN_CONFIDENCE = 0.35
 MAX_HYPOTHESES = 5
 MAX_FUZZY_CANDIDATES = 400
 MAX_ERRORISH_LINES = 2000
+ERRORISH_SLICE = 1 << 20  # characters of the log lower-cased at a time (whole lines)
+# Exceptions the rules read: the first printed, the last and the primary one. A real log raises
+# a few distinct ones (3 at most in the corpus, ranks collapsed); a log of 16,000 distinct
+# `KeyError` lines would cost every pattern 16,000 tries (56 s), and a rule needs one of them.
+HEAD_EXCEPTIONS = 150
+TAIL_EXCEPTIONS = 50
 # A hypothesis resting only on a rank's failure printed after another rank's: the cause to fix second
 LATER_FAILURE_DISCOUNT = 0.8
 # Lines worth fuzzy-matching: the rest of a 5,000-line log is chatter.
@@ -68,20 +75,55 @@ class LogView:
         self.text = "\n".join(texts)
         # each line's offset in text: the running sum of the lengths before it, newlines included
         self.starts: list[int] = list(accumulate([len(text) + 1 for text in texts], initial=0))[:-1]
-        self.exceptions: list[RaisedException] = [e for chain in incident.chains for e in chain.exceptions]
+        self.exceptions: list[RaisedException] = read_exceptions(incident)
+        self.has_traceback = any(not chain.bare for chain in incident.chains)
+        self._raised_as: dict[tuple[str, str], bool] = {}  # (exception regex, type) -> whether it matches
+        self._said: dict[int, dict[str, bool]] = {}  # id(exception) -> the rule literals its message holds
         self.chain_ranks = {id(e): chain.ranks for chain in incident.chains for e in chain.exceptions}
         self._fuzzy: list[tuple[int | None, str]] | None = None
         self._errorish: list[int] | None = None
         self.site_blocks = None  # triage.classify.messages.blocks, once
         self.cut_exceptions = None  # triage.classify.partial.relaxed: the exceptions cut from a paste, once
         self._run_start: int | None = None
+        self._signals: list | None = None  # what the error content says (triage.analysis.facts), once asked
         # which rule literals text holds (Regex.search): one scan for all, or each tested once
         self._present: dict[str, bool] = presence(self.text, known_literals())
+
+    def raised_as(self, regex, exc: RaisedException) -> bool:
+        """Whether a pattern's `exception` regex names the exception's type (dotted or short): once
+        per type, however many exceptions of that type the log raised."""
+        key = (regex.pattern, exc.type)
+        found = self._raised_as.get(key)
+        if found is None:
+            found = self._raised_as[key] = bool(regex.fullmatch(exc.type) or regex.fullmatch(exc.short_type))
+        return found
+
+    def says(self, regex, exc: RaisedException):
+        """regex.search(exc.message), each rule literal looked for in the message once, however
+        many patterns need it: a message of megabytes is read a few times, not once a pattern."""
+        return regex.search(exc.message, present=self._said.setdefault(id(exc), {}))
 
     def line_text(self, no: int | None) -> str:
         """The normalized text of the line numbered `no` in the original log."""
         # normalize() keeps every line of the text: line `no` is lines[no - 1]
         return self.lines[no - 1].text if no is not None and 0 < no <= len(self.lines) else ""
+
+    def facts(self, wanted) -> list[Evidence] | None:
+        """Evidence that each (fact, qualifier) holds of the log's error content, or None. The
+        analysis runs once per log, and only for a rule that asks."""
+        if self._signals is None:
+            self._signals = of_incident(self.incident)
+        evidence = []
+        for name, qualifier in wanted:
+            signal = holds_fact(self._signals, name, qualifier)
+            if signal is None:
+                return None
+            at, exc = fact_source(signal, self.text, self.exceptions)
+            line = self.lines[bisect.bisect_right(self.starts, at) - 1].no if at is not None else \
+                exc.log_line if exc is not None else None
+            shown = f"{exc.type}: {exc.message}" if exc is not None and line is None else self.line_text(line)
+            evidence.append(Evidence(line, shown.strip()[:300], f"{signal.name}: {signal.says}"))
+        return evidence
 
     def find_line(self, pattern, run_only: bool = False) -> Line | None:
         match = pattern.search(self.text, self.run_start if run_only else 0, present=self._present)
@@ -104,25 +146,18 @@ class LogView:
     def errorish_lines(self) -> list[int]:
         """Indexes into `lines` of the lines with an error-ish word, in order, once each."""
         if self._errorish is None:
-            # One case-insensitive scan of the joined log finds them.
-            out: list[int] = []
-            lowered = self.text.lower()
-            if len(lowered) != len(self.text):  # a few Unicode letters lower-case to two
-                lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in self.text)
-            # Each word found by str.find (a memchr-backed scan per word) instead of one
-            # alternation tried at every offset: the same lines, as no word spans a newline.
+            # A case-insensitive scan of the joined log, a slice of whole lines at a time: lower()
+            # of a 32 MiB text that holds one emoji takes 4 bytes a character and 3 times that
+            # while it works (500 MB), a slice costs a few MB.
             hits: set[int] = set()
             starts = self.starts
-            for word in _ERRORISH_WORDS:
-                find = lowered.find
-                at = find(word)
-                while at != -1:
-                    index = bisect.bisect_right(starts, at) - 1
-                    hits.add(index)
-                    # the rest of this line holds nothing new for this word
-                    at = find(word, starts[index + 1] if index + 1 < len(starts) else len(lowered))
-            out = sorted(hits)[:MAX_ERRORISH_LINES]
-            self._errorish = out
+            first = 0
+            while first < len(starts):
+                last = bisect.bisect_right(starts, starts[first] + ERRORISH_SLICE, first + 1)
+                end = starts[last] if last < len(starts) else len(self.text)
+                _errorish_in(self.text[starts[first]:end], starts, first, hits)
+                first = last
+            self._errorish = sorted(hits)[:MAX_ERRORISH_LINES]
         return self._errorish
 
     def fuzzy_candidates(self) -> list[tuple[int | None, str]]:
@@ -144,6 +179,37 @@ class LogView:
                     out.append((line.no, text))
             self._fuzzy = out
         return self._fuzzy
+
+
+def _errorish_in(text: str, starts: list[int], first: int, hits: set[int]) -> None:
+    """Add to `hits` the index of each line of `text` (lines from index `first` on) with an error-ish word."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few Unicode letters lower-case to two
+        lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+    base = starts[first]
+    # Each word found by str.find (a memchr-backed scan per word) instead of one
+    # alternation tried at every offset: the same lines, as no word spans a newline.
+    for word in _ERRORISH_WORDS:
+        find = lowered.find
+        at = find(word)
+        while at != -1:
+            index = bisect.bisect_right(starts, base + at) - 1
+            hits.add(index)
+            # the rest of this line holds nothing new for this word
+            at = find(word, starts[index + 1] - base) if index + 1 < len(starts) else -1
+
+
+def read_exceptions(incident: Incident) -> list[RaisedException]:
+    """The exceptions of every chain, in order; of more than HEAD_EXCEPTIONS + TAIL_EXCEPTIONS, the
+    first and last ones printed and the primary one's chain."""
+    raised = [e for chain in incident.chains for e in chain.exceptions]
+    if len(raised) <= HEAD_EXCEPTIONS + TAIL_EXCEPTIONS:
+        return raised
+    primary = incident.primary
+    chain = next(c for c in incident.chains if c.final is primary)
+    middle = {id(e) for e in chain.exceptions}
+    return raised[:HEAD_EXCEPTIONS] + [e for e in raised[HEAD_EXCEPTIONS:-TAIL_EXCEPTIONS] if id(e) in middle] \
+        + raised[-TAIL_EXCEPTIONS:]
 
 
 def rank(incident: Incident, lines: list[Line], rules: list[Rule], *,
@@ -253,7 +319,7 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
     """Evidence that every condition holds, or None."""
     evidence: list[Evidence] = []
     if cond.no_traceback is not None:
-        if cond.no_traceback != (not any(not chain.bare for chain in view.incident.chains)):
+        if cond.no_traceback != (not view.has_traceback):
             return None
         evidence.append(Evidence(None, "", "no Python traceback in the log" if cond.no_traceback else "a traceback is present"))
     if cond.exit_code is not None:
@@ -265,6 +331,11 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
     # The exception check first: it reads a few parsed exceptions, while a line
     # condition searches the whole log, so most patterns stop before the search.
     found: list[Evidence] = []
+    if cond.facts:
+        said = view.facts(cond.facts)
+        if said is None:
+            return None
+        evidence.extend(said)
     if cond.exception_scoped:
         found = _exception_evidence(cond, view)
         if found is None:
@@ -280,11 +351,11 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
     return evidence
 
 
-def _raised(cond: Conditions, exc: RaisedException) -> list[Evidence] | None:
+def _raised(cond: Conditions, exc: RaisedException, view: LogView) -> list[Evidence] | None:
     """Evidence that this one exception satisfies the exception-scoped conditions."""
-    if cond.exception and not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
+    if cond.exception and not view.raised_as(cond.exception, exc):
         return None
-    if cond.message and not cond.message.search(exc.message):
+    if cond.message and not view.says(cond.message, exc):
         return None
     frame_evidence = []
     for spec in cond.frames:
@@ -304,12 +375,12 @@ def _raised(cond: Conditions, exc: RaisedException) -> list[Evidence] | None:
 
 def _exception_evidence(cond: Conditions, view: LogView) -> list[Evidence] | None:
     if cond.ranks is None:
-        return next((found for exc in view.exceptions if (found := _raised(cond, exc)) is not None), None)
+        return next((found for exc in view.exceptions if (found := _raised(cond, exc, view)) is not None), None)
     # Which ranks raised it, against every rank the log shows: one rank's bad
     # shard fails that rank alone; a setting every rank shares fails them all.
     first, raising = None, set()
     for exc in view.exceptions:
-        found = _raised(cond, exc)
+        found = _raised(cond, exc, view)
         if found is not None:
             first = first or found
             raising |= set(view.chain_ranks[id(exc)])

@@ -28,6 +28,13 @@ LAST_LINES = 40  # a paste's message without its type is near its end
 NEIGHBOURS = 3  # lines around an error-ish line: a message wrapped at 80 columns
 MAX_BLOCK_LINES = 800
 ANCHOR_TRIES = 8
+# Bounds on the folded text searched, whatever the log holds: each site's anchor is looked for
+# in all of it, so its size times the ~300 sites is the cost. The corpus's largest block is 5,160
+# characters; a message of 100,000 (a list of 2,000 keys) is read that far; past 1,000,000 in
+# all (200 exceptions of 5,000), a block is left out.
+MAX_BLOCK_CHARS = 100_000
+MAX_HAYSTACK = 1_000_000
+FUZZY_BLOCK_CHARS = 10_000  # of each block, compared with rapidfuzz: a paste's message is shorter
 
 # Confidence of a hypothesis from the index: below a rule's own patterns (0.6 - 0.95), at or
 # above triage.classify.match.MIN_CONFIDENCE (0.35) always: a known site is never `unknown`.
@@ -87,8 +94,10 @@ def _blocks(view) -> list[Block]:
     out: list[Block] = []
     offset = 0
     for exc in view.exceptions:
+        if offset >= MAX_HAYSTACK:
+            break
         raw = f"{exc.type}: {exc.message}"
-        text = fold(raw)
+        text = fold(raw)[:MAX_BLOCK_CHARS]
         out.append(Block(offset, text, raw, [exc.log_line], [0], exc))
         offset += len(text) + 1
     if any(exc.frames for exc in view.exceptions):
@@ -107,6 +116,8 @@ def _blocks(view) -> list[Block]:
             out.append(_block(lines, run, offset))
             offset += len(out[-1].text) + 1
             run = []
+            if offset >= MAX_HAYSTACK:
+                return out
         run.append(index)
     if run:
         out.append(_block(lines, run, offset))
@@ -116,11 +127,14 @@ def _blocks(view) -> list[Block]:
 def _block(lines, run: list[int], start: int) -> Block:
     texts, offsets, at = [], [], 0
     for index in run:
+        if at >= MAX_BLOCK_CHARS:
+            run = run[:len(offsets)]
+            break
         offsets.append(at)
-        folded = fold(lines[index].text)
+        folded = fold(lines[index].text)[:MAX_BLOCK_CHARS]
         texts.append(folded)
         at += len(folded)
-    return Block(start, "".join(texts), " ".join(lines[i].text.strip() for i in run),
+    return Block(start, "".join(texts)[:MAX_BLOCK_CHARS], " ".join(lines[i].text.strip() for i in run),
                  [lines[i].no for i in run], offsets)
 
 
@@ -270,16 +284,17 @@ def fuzzy_scores(view, index) -> list[tuple[float, SiteMessage, Block, int]]:
 
     found = blocks(view)
     size = index.GRAM
-    grams = [{block.text[i:i + size] for i in range(len(block.text) - size + 1)} for block in found]
+    texts = [block.text[:FUZZY_BLOCK_CHARS] for block in found]
+    grams = [{text[i:i + size] for i in range(len(text) - size + 1)} for text in texts]
     out = []
     for site, scored, anchor, wanted in index.fuzzy_entries():
         best = None
-        for block, have in zip(found, grams):
+        for block, text, have in zip(found, texts, grams):
             if len(wanted & have) < PREFILTER * len(wanted):
                 continue
-            total = sum(len(p) * fuzz.partial_ratio(p, block.text) for p in scored) / sum(map(len, scored))
+            total = sum(len(p) * fuzz.partial_ratio(p, text) for p in scored) / sum(map(len, scored))
             if best is None or total > best[0]:
-                where = fuzz.partial_ratio_alignment(anchor, block.text).dest_start
+                where = fuzz.partial_ratio_alignment(anchor, text).dest_start
                 best = (total, site, block, where)
         if best is not None:
             out.append(best)

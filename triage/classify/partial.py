@@ -42,9 +42,9 @@ def relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
         if cond.message is None or not _says_something(cond.message.pattern):
             continue  # a bare assertion or a KeyError's key names no cause alone
         for exc in cut:
-            if cond.exception and not (cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
+            if cond.exception and not view.raised_as(cond.exception, exc):
                 continue
-            if not cond.message.search(exc.message):
+            if not view.says(cond.message, exc):
                 continue
             unshown = unshown_conditions(cond, exc, view)
             if not unshown:
@@ -91,7 +91,7 @@ def site_hypotheses(view: LogView, sites, rules: list[Rule], scored: dict[str, H
         if whole and any(rule.id in fired for rule in covering):
             continue  # a whole traceback, and the rules read it: those that did not fire stay out
         for rule in covering:
-            value = messages.confidence(hit, _unshown(rule, hit))
+            value = messages.confidence(hit, _unshown(rule, hit, view))
             existing = scored.get(rule.id)
             if existing is not None and existing.confidence >= value:
                 continue
@@ -102,7 +102,7 @@ def site_hypotheses(view: LogView, sites, rules: list[Rule], scored: dict[str, H
             scored[rule.id] = boosted(found, view)
 
 
-def _unshown(rule: Rule, hit) -> int | None:
+def _unshown(rule: Rule, hit, view: LogView) -> int | None:
     """How many conditions the paste cannot show (frames, lines, ranks...) in the rule's pattern
     whose own message regex matches the text the site was found in, the fewest; None: none matches.
     A known exception type must match the pattern's too."""
@@ -117,8 +117,7 @@ def _unshown(rule: Rule, hit) -> int | None:
         cond = pattern.conditions
         if cond.message is None or not any(cond.message.search(text) for text in texts):
             continue
-        if exc is not None and cond.exception is not None and not (
-                cond.exception.fullmatch(exc.type) or cond.exception.fullmatch(exc.short_type)):
+        if exc is not None and cond.exception is not None and not view.raised_as(cond.exception, exc):
             continue
         unshown = len(cond.frames) + sum(c is not None for c in (cond.line, cond.run_line, cond.exit_code,
                                                                   cond.no_traceback, cond.ranks))

@@ -37,9 +37,13 @@ _SIZE = re.compile(
     rf"size mismatch for (?P<param>[^:\s]+): copying a param with shape (?P<ckpt>{_SHAPE}|\S+)"
     rf" from checkpoint, the shape in current model is (?P<model>{_SHAPE}|[^.\s]+)"
 )
-_KEYS = re.compile(r"(?P<kind>Missing|Unexpected) key\(s\) in state_dict: (?P<keys>.*)")
+# The list is its quoted names only: a one-line paste holds both lists, and `.*` took the second for the first.
+_KEYS = re.compile(r'(?P<kind>Missing|Unexpected) key\(s\) in state_dict: (?P<keys>(?:"[^"\n]*"(?:, )?)+)')
 _KEYS_LITERAL = " key(s) in state_dict: "
-_QUOTED = re.compile(r'"([^"]+)"')
+_QUOTED = re.compile(r'"([^"\n]+)"')
+# torch's copy_ of a saved flat fp32 partition (ZeRO-1/2/3, the bf16 and fp16 optimizers) into the
+# load's: tensor a is the load's partition, tensor b the saved one.
+_PARTITION = re.compile(r"The size of tensor a \((\d{1,30})\) must match the size of tensor b \((\d{1,30})\)")
 MAX_ITEMS = 200  # keep JSON small on a log that lists 10,000 keys
 
 
@@ -54,34 +58,75 @@ def extract(lines: list[Line], incident) -> None:
                 incident.versions[name] = match.group(1).rstrip(_VERSION_END)
     # The path and shard patterns start with no literal, so sre tries them at every
     # position: give them only the lines a cheap substring test lets through.
-    path_text = "\n".join(line.text for line in lines if "/" in line.text and not line.text.lstrip().startswith('File "'))
-    shard_text = "\n".join(line.text for line in lines if "_states" in line.text or "latest" in line.text)
+    path_lines = (line.text for line in lines if "/" in line.text and not line.text.lstrip().startswith('File "'))
     paths: dict[str, None] = {}
-    for path in dict.fromkeys(_PATH.findall(path_text)):  # unique, in order of appearance
+    seen: set[str] = set()
+    for found in _matches(_PATH, path_lines):  # each path once, in order of appearance
         if len(paths) >= MAX_ITEMS:
             break
-        path = path.rstrip(".") or path  # "Begin Load checkpoint from /c/x.pt...": the dots are the sentence's
+        if found in seen:
+            continue
+        seen.add(found)
+        path = found.rstrip(".") or found  # "Begin Load checkpoint from /c/x.pt...": the dots are the sentence's
         if not path.endswith(".py") and _is_checkpoint_path(path):  # .py: source files, not checkpoints
             paths[path] = None
     shards: dict[str, None] = {}
-    for match in _SHARD.finditer(shard_text):
+    for found in _matches(_SHARD, (line.text for line in lines if "_states" in line.text or "latest" in line.text)):
         if len(shards) >= MAX_ITEMS:
             break
-        shards[match.group(0)] = None
-    for match in _SIZE.finditer(text):
+        shards[found] = None
+    for _, param, saved, model in size_mismatches(text):
         if len(incident.size_mismatches) >= MAX_ITEMS:
             break
-        incident.size_mismatches.append(
-            {"param": match["param"].strip(), "checkpoint": _shape(match["ckpt"]), "model": _shape(match["model"])}
-        )
-    # _KEYS starts on an alternation sre tries at every offset: only when its literal is there.
-    for match in _KEYS.finditer(text) if _KEYS_LITERAL in text else ():
-        target = incident.missing_keys if match["kind"] == "Missing" else incident.unexpected_keys
-        for key in _QUOTED.findall(match["keys"]):
+        incident.size_mismatches.append({"param": param, "checkpoint": saved, "model": model})
+    for _, kind, keys in key_lists(text):
+        target = incident.missing_keys if kind == "Missing" else incident.unexpected_keys
+        for key in keys:
             if len(target) < MAX_ITEMS and key not in target:
                 target.append(key)
+    partition = flat_partition(text)
+    incident.partition = partition[1:] if partition else None
     incident.paths = list(paths)
     incident.shards = list(shards)
+
+
+# torch's load_state_dict and copy_ complaints, read here for classify and for the probes
+# (triage.probe.log_facts): one parser of each, offsets into `text` for a caller's line numbers.
+def size_mismatches(text: str):
+    """(offset, name, checkpoint shape, model shape) of each `size mismatch for NAME: copying a param
+    with shape A from checkpoint, the shape in current model is B`; a shape as a list of ints, or as
+    printed when it is none (cut off, garbled)."""
+    for match in _SIZE.finditer(text):
+        yield match.start(), match["param"].strip(), _shape(match["ckpt"]), _shape(match["model"])
+
+
+def key_lists(text: str):
+    """(offset, "Missing" | "Unexpected", names) of each `Missing key(s) in state_dict: "a", "b"`."""
+    # _KEYS starts on an alternation sre tries at every offset: only when its literal is there.
+    for match in _KEYS.finditer(text) if _KEYS_LITERAL in text else ():
+        yield match.start(), match["kind"], _QUOTED.findall(match["keys"])
+
+
+def flat_partition(text: str) -> tuple[int, int, int] | None:
+    """(offset, saved elements, the load's) of the first `The size of tensor a (N) must match the size
+    of tensor b (M)`, or None when there is none or its sizes agree."""
+    match = _PARTITION.search(text)
+    return (match.start(), int(match[2]), int(match[1])) if match and match[1] != match[2] else None
+
+
+def _matches(pattern: re.Pattern, texts, size: int = 1 << 20):
+    """Each match of a pattern that stays within a line, over lines joined about `size` characters
+    at a time: the matches of the joined lines, which a 32 MiB log never holds twice."""
+    batch: list[str] = []
+    held = 0
+    for text in texts:
+        batch.append(text)
+        held += len(text) + 1
+        if held >= size:
+            yield from (match.group(0) for match in pattern.finditer("\n".join(batch)))
+            batch, held = [], 0
+    if batch:
+        yield from (match.group(0) for match in pattern.finditer("\n".join(batch)))
 
 
 def _is_checkpoint_path(path: str) -> bool:

@@ -63,15 +63,16 @@ class Chain(Record):
 
 
 class Incident(Record):
-    __slots__ = _fields = ("chains", "line_count", "ranks", "root_cause_rank", "exit_codes", "versions", "paths",
-                           "shards", "size_mismatches", "missing_keys", "unexpected_keys", "truncated",
-                           "decode_errors")
+    _fields = ("chains", "line_count", "ranks", "root_cause_rank", "exit_codes", "versions", "paths",
+               "shards", "size_mismatches", "missing_keys", "unexpected_keys", "truncated", "decode_errors", "partition")
+    __slots__ = _fields + ("_primary",)
 
     def __init__(self, chains: list[Chain], line_count: int, ranks: list[int], root_cause_rank: int | None = None,
                  exit_codes: dict[int, int] | None = None, versions: dict[str, str] | None = None,
                  paths: list[str] | None = None, shards: list[str] | None = None,
                  size_mismatches: list[dict] | None = None, missing_keys: list[str] | None = None,
-                 unexpected_keys: list[str] | None = None, truncated: bool = False, decode_errors: int = 0):
+                 unexpected_keys: list[str] | None = None, truncated: bool = False, decode_errors: int = 0,
+                 partition: tuple[int, int] | None = None):
         self.chains, self.line_count, self.ranks, self.root_cause_rank = chains, line_count, ranks, root_cause_rank
         self.exit_codes = {} if exit_codes is None else exit_codes  # rank -> exit code
         self.versions = {} if versions is None else versions
@@ -81,10 +82,15 @@ class Incident(Record):
         self.missing_keys = [] if missing_keys is None else missing_keys
         self.unexpected_keys = [] if unexpected_keys is None else unexpected_keys
         self.truncated, self.decode_errors = truncated, decode_errors
+        self.partition = partition  # a flat fp32 partition's elements: (saved, the load's), torch's copy_ error
 
     @property
     def primary(self) -> RaisedException | None:
-        return primary_exception(self)
+        # Once: it weighs every chain, and a log of 100,000 distinct exceptions has as many chains.
+        cached = getattr(self, "_primary", None)
+        if cached is None or cached[0] is not self.chains:
+            cached = self._primary = (self.chains, primary_exception(self))
+        return cached[1]
 
     def to_json(self) -> dict:
         primary = self.primary

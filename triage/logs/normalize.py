@@ -99,6 +99,7 @@ def normalize(text: str) -> list[Line]:
     inner = False  # some line carries torch's own [rankN] tag
     for index in prefixed:
         text_, rank, tagged, labels, torch_tag = _strip(raws[index])
+        raws[index] = ""  # the line's text is now text_: a 32 MiB log is held once, not twice
         if rank is None and not tagged and not labels:
             continue  # no prefix: the line built above
         if ray_dedup:

@@ -69,24 +69,36 @@ def _bare_exceptions(lines: list[Line]) -> list[Chain]:
     """Exceptions from a log that holds no whole traceback: the last line alone, or the last
     lines of a traceback whose `Traceback (most recent call last):` header was cut off, with
     the frames shown above the exception."""
-    chains = []
-    for i, line in enumerate(lines):
-        header = _BARE.match(line.text.strip())
-        if header:
-            start = _cut_frames_start(lines, i)
-            exc = _parse_traceback(lines, start)[0] if start < i else None
-            if exc is None or exc.log_line != line.no:
-                exc, _ = _read_message(lines, i, header, [])
-            exc.cut = True
-            chains.append(Chain([exc], [line.rank] if line.rank is not None else [], bare=not exc.frames))
-    return chains
+    # Collapsed as they are read, in the order parse_chains sorts them in (each after the one
+    # before): 100,000 copies of one line cost one chain, not 100,000 held until the end.
+    chains: dict[tuple, Chain] = {}
+    # A substring test first: _BARE needs one of its two words, which most lines lack.
+    # (Indexes only: a match holds its text, a copy when strip() had white space to take.)
+    headers = [i for i, line in enumerate(lines)
+               if ("Error" in line.text or "Exception" in line.text) and _BARE.match(line.text.strip())]
+    # Each line is read for one exception at most: frames above an exception stop at the one
+    # before it, its message at the one after it. Consecutive exception lines (a paste of
+    # several, or one line repeated 100,000 times) are exceptions of their own, not one
+    # message each of the next MAX_MESSAGE_LINES lines: that cost memory per line, not per byte.
+    for k, i in enumerate(headers):
+        line = lines[i]
+        above = headers[k - 1] + 1 if k else 0
+        end = headers[k + 1] if k + 1 < len(headers) else len(lines)
+        start = _cut_frames_start(lines, i, above)
+        exc = _parse_traceback(lines, start, end)[0] if start < i else None
+        if exc is None or exc.log_line != line.no:
+            exc, _ = _read_message(lines, i, _BARE.match(line.text.strip()), [], end)
+        exc.cut = True
+        _merge(chains, Chain([exc], [line.rank] if line.rank is not None else [], bare=not exc.frames))
+    return list(chains.values())
 
 
-def _cut_frames_start(lines: list[Line], i: int) -> int:
+def _cut_frames_start(lines: list[Line], i: int, above: int = 0) -> int:
     """Index of the first line of the frames right above line i (i when there are none): frame
-    headers and the indented code and ^^^ lines under them, up to MAX_FRAMES * 4 lines."""
+    headers and the indented code and ^^^ lines under them, up to MAX_FRAMES * 4 lines, none
+    before index `above`."""
     j = i
-    while j > 0 and i - j < MAX_FRAMES * 4:
+    while j > above and i - j < MAX_FRAMES * 4:
         text = lines[j - 1].text
         if not (FRAME.match(text) or (text[:1] in " \t" and text.strip()) or lines[j - 1].joined):
             break
@@ -99,14 +111,19 @@ def _cut_frames_start(lines: list[Line], i: int) -> int:
 def collapse(chains: list[Chain]) -> list[Chain]:
     merged: dict[tuple, Chain] = {}
     for chain in chains:
-        key = chain.key()
-        if key in merged:
-            kept = merged[key]
-            kept.copies += 1
-            kept.ranks = sorted(set(kept.ranks) | set(chain.ranks))
-        else:
-            merged[key] = chain
+        _merge(merged, chain)
     return list(merged.values())
+
+
+def _merge(merged: dict[tuple, Chain], chain: Chain) -> None:
+    """Add `chain` to `merged` (by key), or count it as one more copy of the chain already there."""
+    key = chain.key()
+    if key in merged:
+        kept = merged[key]
+        kept.copies += 1
+        kept.ranks = sorted(set(kept.ranks) | set(chain.ranks))
+    else:
+        merged[key] = chain
 
 
 # concurrent.futures wraps a worker's traceback in triple quotes (_RemoteTraceback).
@@ -141,9 +158,11 @@ def _parse_group(lines: list[Line]) -> list[Chain]:
     return chains
 
 
-def _parse_traceback(lines: list[Line], i: int) -> tuple[RaisedException | None, int]:
+def _parse_traceback(lines: list[Line], i: int, n: int | None = None) -> tuple[RaisedException | None, int]:
+    """The exception whose frames start at line i (none: (None, where it stopped)), read no
+    further than line n."""
     frames: list[Frame] = []
-    n = len(lines)
+    n = len(lines) if n is None else n
     while i < n:
         line = lines[i]
         match = FRAME.match(line.text)
@@ -165,17 +184,20 @@ def _parse_traceback(lines: list[Line], i: int) -> tuple[RaisedException | None,
         header = exception_header(line.text)
         if header is None:
             return None, i  # not a traceback after all (or cut off): leave it to the caller
-        exc, i = _read_message(lines, i, header, frames)
+        exc, i = _read_message(lines, i, header, frames, n)
         exc.cut = not frames  # Python prints at least one frame: a paste dropped them
         return exc, i
     return None, i
 
 
-def _read_message(lines: list[Line], i: int, header: re.Match, frames: list[Frame]):
+def _read_message(lines: list[Line], i: int, header: re.Match, frames: list[Frame], end: int | None = None):
+    """The exception of line i's header, its message continued over the lines after it (at most
+    MAX_MESSAGE_LINES, none from line `end` on); and the index of the line after the message."""
     parts = [header["msg"] or ""]
     start = lines[i]
+    end = len(lines) if end is None else end
     i += 1
-    while i < len(lines) and len(parts) < MAX_MESSAGE_LINES:
+    while i < end and len(parts) < MAX_MESSAGE_LINES:
         line = lines[i]
         text = line.text
         if line.joined:
