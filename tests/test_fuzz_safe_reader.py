@@ -1,5 +1,6 @@
 """Fuzz (hypothesis, a bounded example count): the safe reader on generated pickle opcode
-streams and on real shards' pickles mutated, and the log parser on generated text.
+streams, on real shards' pickles mutated and on real shards' pickles with a shared-reference
+DAG added (issue 40), and the log parser on generated text.
 
 The reader must return a ShardMeta (read, or an error / over-cap verdict) for every stream,
 never raise, never call what a stream names (a marker file would appear), and never change the
@@ -14,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from tests import probe_checkpoints as pc
 from tests.hostile import pickles as hp
 from triage.logs.parse import parse
+from triage.probe.checks.version import label
+from triage.probe.pickle_bounds import MAX_NODES, SHOWN_CHARS
 from triage.probe.safe_pickle import ALLOWED, read_shard
 
 EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,6 +61,26 @@ def test_safe_reader_on_mutated_real_pickles(tmp_path):
     @given(hp.mutated(real_pickles()))
     def run(data):
         check_reader(data, tmp_path / "shard.pt", marker)
+
+    run()
+
+
+def test_safe_reader_on_real_pickles_with_a_dag(tmp_path):
+    """A DAG over MAX_NODES (counted with shared references each time) is over the cap, whether built bottom
+    up, filled after it was shared, or hashed as a key; one well under it is read; what the report shows of
+    ds_version is one short line either way."""
+    marker = tmp_path / "ran"
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(hp.dag_shaped(real_pickles()))
+    def run(case):
+        data, nodes = case
+        meta = check_reader(data, tmp_path / "shard.pt", marker)
+        if nodes > MAX_NODES:
+            assert meta.over_cap and "shared references" in meta.over_cap, meta.error
+        elif 2 * nodes + 10_000 < MAX_NODES:
+            assert meta.error is None, meta.error
+        assert len(label(meta.ds_version)) <= SHOWN_CHARS
 
     run()
 

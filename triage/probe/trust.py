@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from triage.errors import EXIT_UNTRUSTED, TriageError
 from triage.probe import confine, zipcheck
 from triage.probe.load_files import POINTERS, Discovery, add_tag, discover, loadable
-from triage.probe.safe_pickle import read_legacy_shard, read_shard
+from triage.probe.legacy_pickle import read_legacy_shard
+from triage.probe.safe_pickle import read_shard
 
 FLAG = "--trust-checkpoint"
 MAX_UNTRUSTED = 64  # past this many, the verdict is made: the rest is not read (a tag of 10^5 hard links)

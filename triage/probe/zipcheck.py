@@ -3,6 +3,11 @@
 The cheap check reads the first and last bytes, the central directory at the end, and the
 30-byte local header of every record: a few kilobytes, whatever the file's size. `deep=True`
 also reads every record through and checks its CRC-32 (the whole file, in 1 MiB pieces).
+
+Every reader of a shard's zip opens it with `open_zip`: a record whose declared size no torch archive
+has (over MAX_RECORD_BYTES, stored in fewer bytes than it declares, or inflating more than deflate
+can) and a central directory too large to hold are refused by what they declare, before a byte of
+them is read (a sparse file can declare 100 GB in 600 KB of disk).
 """
 
 from __future__ import annotations
@@ -20,6 +25,42 @@ LOCAL_HEADER_SIZE = 30
 LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 LFS_POINTER = b"version https://git-lfs"
 CHUNK = 1 << 20
+MAX_DIRECTORY_BYTES = 16 << 20  # zipfile reads the central directory whole: ~100 bytes a record
+MAX_RECORD_BYTES = 64 << 30  # no DeepSpeed storage is this large (16 billion fp32 elements in one tensor)
+MAX_RATIO = 1100  # deflate expands at most ~1032-fold; torch writes every record stored anyway
+
+
+class DeclaredOverCap(zipfile.BadZipFile):
+    """The archive declares a record or directory no torch archive has: refused, nothing of it read."""
+
+
+def open_zip(f) -> zipfile.ZipFile:
+    """zipfile.ZipFile(f) once the sizes the archive declares are checked (DeclaredOverCap if not)."""
+    end = zipfile._EndRecData(f)  # what ZipFile itself reads first: the end record, at most 64 KiB
+    if end and end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:
+        raise DeclaredOverCap(f"its zip directory declares {end[zipfile._ECD_SIZE]} bytes, over the "
+                              f"{MAX_DIRECTORY_BYTES} read: refused unread")
+    zf = zipfile.ZipFile(f)
+    for info in zf.infolist():
+        problem = declared(info)
+        if problem:
+            zf.close()
+            raise DeclaredOverCap(problem)
+    return zf
+
+
+def declared(info: zipfile.ZipInfo) -> str | None:
+    """What is impossible in a record's declared sizes (None: nothing), judged without reading it."""
+    name, size, packed = info.filename, info.file_size, info.compress_size
+    if size > MAX_RECORD_BYTES:
+        return (f"record {name} declares {size} bytes, over the {MAX_RECORD_BYTES >> 30} GiB a record may hold: "
+                "refused unread")
+    if info.compress_type == zipfile.ZIP_STORED and packed != size:
+        return f"record {name} is stored but declares {size} bytes in {packed}: refused unread"
+    if info.compress_type != zipfile.ZIP_STORED and size > MAX_RATIO * max(packed, 1):
+        return (f"record {name} declares {size} bytes from {packed} compressed, more than deflate expands: "
+                "refused unread")
+    return None
 
 
 @dataclass
@@ -70,7 +111,10 @@ def _check_open(f, result: ZipCheck, deep: bool, on_read=None) -> None:
         return
     f.seek(0)
     try:
-        zf = zipfile.ZipFile(f)
+        zf = open_zip(f)
+    except DeclaredOverCap as exc:
+        result.problem, result.detail = "bad_zip", str(exc)
+        return
     except zipfile.BadZipFile as exc:
         result.problem = "truncated"
         result.detail = (f"starts as a zip but has no central directory at its end ({size} bytes): "
