@@ -86,18 +86,19 @@ def test_keep_end_lines_is_exact():
 
 
 def test_keep_ends_is_exact_at_and_past_the_cap():
-    chunks = [bytes([65 + i % 26]) * 1000 for i in range(100)]  # 100,000 bytes
+    chunks = [bytes([65 + i % 26]) * 999 + b"\n" for i in range(100)]  # 100,000 bytes, 100 lines
     whole = b"".join(chunks)
-    data, size = inputs._keep_ends(iter(chunks), max_bytes=len(whole))
-    assert (data, size) == (whole, len(whole))
+    data, size, dropped = inputs._keep_ends(iter(chunks), max_bytes=len(whole))
+    assert (data, size, dropped) == (whole, len(whole), 0)
     cap = 50_000
     old_head, inputs.HEAD_BYTES = inputs.HEAD_BYTES, 10_000
     try:
-        data, size = inputs._keep_ends(iter(chunks), max_bytes=cap)
+        data, size, dropped = inputs._keep_ends(iter(chunks), max_bytes=cap)
     finally:
         inputs.HEAD_BYTES = old_head
     assert size == len(whole)
     assert data == whole[:10_000] + b"\n" + whole[-(cap - 10_000):]
+    assert dropped == whole[10_000:-(cap - 10_000)].count(b"\n")  # the newlines left out
 
 
 def test_a_gzip_log_classifies_as_the_plain_one(cli, tmp_path):
@@ -121,3 +122,29 @@ def test_a_broken_gzip_log_is_one_line_and_exit_3(cli, tmp_path, cut):
     err = done.stderr.decode()
     assert done.returncode == EXIT_BAD_INPUT and "Traceback" not in err
     assert "is not a whole gzip file" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("how", ["file", "pipe", "gzip"])
+def test_line_numbers_past_the_cut_are_the_whole_logs(tmp_path, cli_env, how):
+    """Past 32 MiB and 300,000 lines the middle is left out, but a line keeps its number in the whole
+    log (issue 44: `line 299807` was reported for line 507805)."""
+    bulk = chatter(40 << 20)
+    bulk = bulk[:bulk.rindex(b"\n", 0, 40 << 20) + 1]  # 40 MiB of whole lines: over both caps
+    failure = corpus_log(FAILURE).encode()
+    data = bulk + failure
+    before = bulk.count(b"\n")
+    assert before > inputs.MAX_LINES and len(data) > inputs.MAX_BYTES
+    wanted = {n - before: n for n in range(before + 1, data.count(b"\n") + 2)}  # line in failure -> in the log
+    log = tmp_path / "job.log"
+    log.write_bytes(gzip.compress(data, 1) if how == "gzip" else data)
+    done = classify_capped(cli_env, "-" if how == "pipe" else log, "--json", stdin=data if how == "pipe" else None)
+    assert done.returncode == EXIT_FOUND, done.stderr.decode()[-2000:]
+    report = json.loads(done.stdout)
+    alone = json.loads(classify_capped(cli_env, "-", "--json", stdin=failure).stdout)  # the failure's own numbers
+    assert report["incident"]["exception"]["line"] == wanted[alone["incident"]["exception"]["line"]]
+    got = [e["line"] for e in report["hypotheses"][0]["evidence"] if e["line"]]
+    assert max(got) > inputs.MAX_LINES  # evidence past the cut ...
+    lines = data.decode().split("\n")
+    for e in report["hypotheses"][0]["evidence"]:
+        if e["line"]:
+            assert e["text"].strip()[:60] in lines[e["line"] - 1]  # ... is the whole log's line at its number

@@ -13,9 +13,10 @@ from triage.classify.report import Report
 
 
 def classify(text: str, *, rules: RuleSet | None = None, truncated: bool = False,
-             decode_errors: int = 0, facts: dict | None = None) -> Report:
+             decode_errors: int = 0, facts: dict | None = None, cuts: tuple = ()) -> Report:
+    """`cuts`: where a big log's middle was left out (LogText.cuts), for its lines' numbers."""
     rules = rules or load_rules()
-    incident, lines = parse(text, truncated=truncated, decode_errors=decode_errors)
+    incident, lines = parse(text, truncated=truncated, decode_errors=decode_errors, cuts=cuts)
     sites = rules.sites
 
     def extend(view, scored):

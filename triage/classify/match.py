@@ -105,8 +105,19 @@ class LogView:
 
     def line_text(self, no: int | None) -> str:
         """The normalized text of the line numbered `no` in the original log."""
-        # normalize() keeps every line of the text: line `no` is lines[no - 1]
-        return self.lines[no - 1].text if no is not None and 0 < no <= len(self.lines) else ""
+        # normalize() keeps every line of the text: line `no` is lines[no - 1], unless a big log's
+        # middle was left out (the numbers jump there: found by bisection)
+        if no is None or not self.lines:
+            return ""
+        if self.lines[-1].no != len(self.lines):
+            index = bisect.bisect_left(self._numbers(), no)
+            return self.lines[index].text if index < len(self.lines) and self.lines[index].no == no else ""
+        return self.lines[no - 1].text if 0 < no <= len(self.lines) else ""
+
+    def _numbers(self) -> list[int]:
+        if getattr(self, "_line_numbers", None) is None:
+            self._line_numbers = [line.no for line in self.lines]
+        return self._line_numbers
 
     def facts(self, wanted) -> list[Evidence] | None:
         """Evidence that each (fact, qualifier) holds of the log's error content, or None. The

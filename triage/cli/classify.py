@@ -60,7 +60,7 @@ def _classify(source: str, rules, args):
 
     log = read_log(source)
     report = classify(
-        log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors,
+        log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors, cuts=log.cuts,
         facts={"ckpt": args.ckpt, "tag": args.tag, "config": args.config},
     )
     return report, log.text
@@ -81,9 +81,17 @@ def _form(args, rules, report, text: str, source: str, several: bool, first: boo
     elif args.quiet:
         body = render_brief(report)
     else:
-        body = render_report(report, Style.for_stream(sys.stdout), full=args.verbose)
+        body = render_report(report, Style.for_stream(sys.stdout), full=args.verbose) + _to_decide(report, text)
     if not several:
         return body
     if args.quiet and args.format == "text":  # one line a log, like grep -H
         return f"{source}: {body}"
     return ("" if first else "\n") + f"==> {source} <==\n" + body
+
+
+def _to_decide(report, text: str) -> str:
+    """One line: the read-only command whose output tells the top causes apart (triage/evidence/question.py)."""
+    from triage.evidence.question import for_report
+
+    q = for_report(report, text)
+    return f"\n{q.one_line()}\n" if q else ""

@@ -90,7 +90,7 @@ def run_cases(corpus_dir: str | Path, cases: list[Case], rules) -> list[Outcome]
         for case in cases:
             log = read_case_log(corpus_dir, case)
             started = time.perf_counter()
-            report = classify(log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors)
+            report = classify(log.text, rules=rules, truncated=log.truncated, decode_errors=log.decode_errors, cuts=log.cuts)
             elapsed = time.perf_counter() - started
             printed = fingerprint(log.text, case.id) if case.kind in LABELLED else ()
             outcomes.append(outcome_from_report(case, report, elapsed, len(log.text.splitlines()), printed))

@@ -36,10 +36,22 @@ _CONTROLS = bytes(b for b in range(32) if b not in _TEXT_CONTROLS)  # counted by
 
 
 class LogText(Frozen):
-    _fields = ("text", "source", "size", "truncated", "decode_errors")
+    _fields = ("text", "source", "size", "truncated", "decode_errors", "cuts")
 
-    def __init__(self, text: str, source: str, size: int, truncated: bool = False, decode_errors: int = 0):
+    def __init__(self, text: str, source: str, size: int, truncated: bool = False, decode_errors: int = 0,
+                 cuts: tuple = ()):
         self.text, self.source, self.size, self.truncated, self.decode_errors = text, source, size, truncated, decode_errors
+        # Where lines were left out of `text` (its head and tail kept): (after line N of the text
+        # as it then was, lines left out), in the order to apply them; see real_line.
+        self.cuts = cuts
+
+
+def real_line(no: int, cuts: tuple) -> int:
+    """A line's number in the whole log, from its number in the text kept of it."""
+    for after, skipped in cuts:
+        if no > after:
+            no += skipped
+    return no
 
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -51,29 +63,38 @@ def read_log(path: str, max_bytes: int = MAX_BYTES) -> LogText:
     source = "<stdin>" if path == "-" else path
     stream = sys.stdin.buffer if path == "-" else os.fdopen(open_file(path), "rb")
     try:
-        data, size = _head_and_tail(stream, source, max_bytes)
+        data, size, dropped = _head_and_tail(stream, source, max_bytes)
     except OSError as exc:
         raise BadInput(f"cannot read {source}: {exc.strerror or exc}") from None
     finally:
         if path != "-":
             stream.close()
-    return decode_log(data, source, max_bytes, size=size)
+    return decode_log(data, source, max_bytes, size=size, dropped=dropped)
 
 
-def _head_and_tail(stream: BinaryIO, source: str, max_bytes: int) -> tuple[bytes, int]:
+def _head_and_tail(stream: BinaryIO, source: str, max_bytes: int) -> tuple[bytes, int, int]:
     """At most `max_bytes` (+1 for the joint) of the log: all of it, or its head and its tail;
-    and the log's whole size."""
+    the log's whole size; and the newlines in what was left out (counted a chunk at a time, so
+    the lines after the joint keep their numbers in the whole log)."""
     if stream.peek(2)[:2] == GZIP_MAGIC:
         return _gunzip(stream, source, max_bytes)
     info = os.fstat(stream.fileno())
     if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes:
         head = stream.read(HEAD_BYTES)
-        stream.seek(info.st_size - (max_bytes - HEAD_BYTES))
-        return head + b"\n" + stream.read(), info.st_size
+        tail_at = info.st_size - (max_bytes - HEAD_BYTES)
+        dropped, left = 0, tail_at - len(head)
+        while left > 0:
+            chunk = stream.read(min(CHUNK, left))
+            if not chunk:
+                break
+            dropped += chunk.count(b"\n")
+            left -= len(chunk)
+        stream.seek(tail_at)
+        return head + b"\n" + stream.read(), info.st_size, dropped
     return _keep_ends(iter(lambda: stream.read(CHUNK), b""), max_bytes)
 
 
-def _gunzip(stream: BinaryIO, source: str, max_bytes: int) -> tuple[bytes, int]:
+def _gunzip(stream: BinaryIO, source: str, max_bytes: int) -> tuple[bytes, int, int]:
     try:
         with gzip.GzipFile(fileobj=stream) as unzipped:
             return _keep_ends(iter(lambda: unzipped.read(CHUNK), b""), max_bytes)
@@ -82,9 +103,10 @@ def _gunzip(stream: BinaryIO, source: str, max_bytes: int) -> tuple[bytes, int]:
                        "pass the log uncompressed or the complete .gz") from None
 
 
-def _keep_ends(chunks, max_bytes: int) -> tuple[bytes, int]:
-    """Read `chunks` holding at most `max_bytes`: the head, then a tail trimmed as it grows."""
-    head, tail, size = bytearray(), bytearray(), 0
+def _keep_ends(chunks, max_bytes: int) -> tuple[bytes, int, int]:
+    """Read `chunks` holding at most `max_bytes`: the head, then a tail trimmed as it grows (and
+    the newlines trimmed off counted)."""
+    head, tail, size, dropped = bytearray(), bytearray(), 0, 0
     keep = max_bytes - HEAD_BYTES
     for chunk in chunks:
         size += len(chunk)
@@ -94,10 +116,12 @@ def _keep_ends(chunks, max_bytes: int) -> tuple[bytes, int]:
             chunk = chunk[room:]
         tail += chunk
         if len(tail) > 2 * keep:  # trim now and then, not on every chunk
+            dropped += tail.count(b"\n", 0, len(tail) - keep)
             del tail[:-keep]
     if size <= max_bytes:
-        return bytes(head + tail), size
-    return bytes(head) + b"\n" + bytes(tail[-keep:]), size
+        return bytes(head + tail), size, 0
+    dropped += tail.count(b"\n", 0, max(0, len(tail) - keep))
+    return bytes(head) + b"\n" + bytes(tail[-keep:]), size, dropped
 
 
 def read_file(path: str, limit: int = -1, *, what: str = "a log file (or '-' for stdin)") -> bytes:
@@ -123,15 +147,23 @@ def open_file(path: str, *, what: str = "a log file (or '-' for stdin)") -> int:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES, size: int | None = None) -> LogText:
-    """Text of a log's bytes; `size` is the whole log's when `data` is already its head and tail."""
+def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES, size: int | None = None,
+               dropped: int = 0) -> LogText:
+    """Text of a log's bytes; `size` is the whole log's when `data` is already its head and tail,
+    `dropped` the newlines in what was left out between them."""
     size = len(data) if size is None else size
     if size == 0:
         raise BadInput(f"{source} is empty; paste or pass the failing job's log")
     truncated = size > max_bytes
     if truncated and len(data) > max_bytes + 1:
         tail = max_bytes - HEAD_BYTES
+        dropped = data.count(b"\n", HEAD_BYTES, len(data) - tail)
         data = data[:HEAD_BYTES] + b"\n" + data[-tail:]
+    cuts = []
+    if truncated:
+        # The joint's newline ends the head's last line early, and the tail's first line starts
+        # mid-line: the lines after it are `dropped - 1` further on in the whole log.
+        cuts.append((data.count(b"\n", 0, HEAD_BYTES) + 1, dropped - 1))
     refuse_binary(data, source)
     text = data.decode("utf-8", errors="replace")
     # Count undecodable bytes only when there were some: the count is cheap
@@ -139,9 +171,12 @@ def decode_log(data: bytes, source: str = "<text>", max_bytes: int = MAX_BYTES, 
     errors = text.count("\ufffd") if "\ufffd" in text else 0
     if "\x00" in text:
         text = text.replace("\x00", "")
-    if text.count("\n") > MAX_LINES:
+    lines = text.count("\n")
+    if lines > MAX_LINES:
         text, truncated = keep_end_lines(text), True
-    return LogText(text, source, size, truncated, errors)
+        # applied first: these numbers are the byte cut's text's, with lines left out after HEAD_LINES
+        cuts.insert(0, (HEAD_LINES, lines - text.count("\n")))
+    return LogText(text, source, size, truncated, errors, tuple(cuts))
 
 
 def keep_end_lines(text: str, head: int = HEAD_LINES, most: int = MAX_LINES) -> str:

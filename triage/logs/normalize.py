@@ -72,7 +72,9 @@ class Line(Frozen):
         self.joined = joined  # the rest of a line hard-wrapped at a fixed width: its text went to the line it continues
 
 
-def normalize(text: str) -> list[Line]:
+def normalize(text: str, cuts: tuple = ()) -> list[Line]:
+    """The log's lines, cleaned of prefixes and colours; `cuts` (triage.logs.inputs.LogText.cuts):
+    where lines were left out of a big log, so each Line.no is its number in the whole log."""
     has_escape = "\x1b" in text
     ray_dedup = "x across cluster]" in text
     # str.translate goes character by character: only for a text that holds a full-width form
@@ -115,6 +117,10 @@ def normalize(text: str) -> list[Line]:
             lines[i] = lines[i].replace(rank=None)
     for i in joined:
         lines[i] = Line(i + 1, "", joined=True)
+    if cuts:
+        from triage.logs.inputs import real_line
+
+        lines = [line.replace(no=real_line(line.no, cuts)) for line in lines]
     return lines
 
 

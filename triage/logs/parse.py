@@ -8,8 +8,8 @@ from triage.logs.normalize import Line, normalize
 from triage.logs.tracebacks import parse_chains
 
 
-def parse(text: str, *, truncated: bool = False, decode_errors: int = 0) -> tuple[Incident, list[Line]]:
-    lines = normalize(text)
+def parse(text: str, *, truncated: bool = False, decode_errors: int = 0, cuts: tuple = ()) -> tuple[Incident, list[Line]]:
+    lines = normalize(text, cuts)
     root, exit_codes = torchrun.parse_summary(lines)
     chains = parse_chains(lines)
     ranks = sorted({line.rank for line in lines if line.rank is not None} | set(r for r in exit_codes if r >= 0))

@@ -157,7 +157,8 @@ class Handler(ConnectionHandler):
         except BadInput as exc:
             raise HTTPError(400, exc.message) from None
         try:
-            report = self.server.classify(log.text, truncated=log.truncated, decode_errors=log.decode_errors)
+            report = self.server.classify(log.text, truncated=log.truncated, decode_errors=log.decode_errors,
+                                          cuts=log.cuts)
         except Busy as exc:
             raise HTTPError(503, f"{exc}; retry later", {"Retry-After": "5"}) from None
         except OverBudget as exc:

@@ -32,11 +32,11 @@ def _serve(conn, rules_path) -> None:
     conn.send(("ready", None))
     while True:
         try:
-            text, truncated, decode_errors = conn.recv()
+            text, truncated, decode_errors, cuts = conn.recv()
         except EOFError:
             return
         try:
-            report = classify(text, rules=rules, truncated=truncated, decode_errors=decode_errors)
+            report = classify(text, rules=rules, truncated=truncated, decode_errors=decode_errors, cuts=cuts)
             conn.send(("ok", report.to_json()))
         except Exception as exc:  # answered as a 500 line by the server, never a traceback
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -79,14 +79,14 @@ class ClassifyPool:
             self._all.append(worker)
         self._idle.put(worker)
 
-    def classify(self, text: str, truncated: bool, decode_errors: int) -> dict:
+    def classify(self, text: str, truncated: bool, decode_errors: int, cuts: tuple = ()) -> dict:
         try:
             worker = self._idle.get(timeout=self.queue_wait)
         except queue.Empty:
             raise Busy(f"all {self.size} classify workers are busy") from None
         try:
             worker.wait_ready()
-            worker.conn.send((text, truncated, decode_errors))
+            worker.conn.send((text, truncated, decode_errors, cuts))
             if not worker.conn.poll(self.budget):
                 raise OverBudget(f"classification took longer than its budget of {self.budget:g} s (--budget)")
             kind, value = worker.conn.recv()
