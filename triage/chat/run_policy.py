@@ -148,7 +148,8 @@ DS_TRIAGE: dict[str, Spec] = {
     "runbook": Spec("qvh", _DS_OUT + _DS_RULES + " --list", WORDS),
     "verify": Spec("qvh", _DS_OUT + " --manifest= --sizes-only --deep --load-dir= --model= --progress",
                    max_operands=1),
-    "inspect": Spec("qvh", " --config --optimizer --shapes --color= --quiet --verbose --help", CONTENT, max_operands=1),
+    "inspect": Spec("qvh", " --config --optimizer --shapes --ranks --color= --quiet --verbose --help", CONTENT,
+                    max_operands=1),
 }
 SAFE_PICKLE = Spec("h", "--config --optimizer --help", CONTENT, max_operands=1)  # python -m triage.probe.safe_pickle
 

@@ -30,12 +30,21 @@ def register(subparsers) -> None:
                       help="print only the saved optimizer's state keys and param groups")
     what.add_argument("--shapes", action="store_true", help="print `name<TAB>shape` lines, sorted by name "
                       "(diff two of them to compare a checkpoint with a model)")
+    what.add_argument("--ranks", action="store_true", help="FILE is a tag dir: each rank's optimizer shard as "
+                      "probe --deep's consistency check sees it (saved and expected partition size, whose slice "
+                      "mappings it holds, values that differ from its slice, steps)")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
     if not os.path.lexists(args.shard):
         raise BadInput(f"{args.shard}: no such file or directory")
+    if args.ranks:
+        from triage.probe.checks.consistency import main
+
+        if not os.path.isdir(args.shard):
+            raise BadInput(f"{args.shard}: --ranks reads a tag dir (global_stepN), not a file")
+        return main([args.shard])
     if args.shapes:
         from triage.probe.model_file import shapes_of
 

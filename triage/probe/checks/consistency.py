@@ -60,7 +60,7 @@ def probe(ctx: ProbeContext) -> ProbeResult:
     return outcome(NAME, signals=found.signals, checked=found.checked, complete=complete, found=FOUND,
                    clear="every rank's master partition matches its slice of the module weights; sizes and steps agree",
                    unknown=unknown, evidence=found.evidence, context=context,
-                   command=f"python -m triage.probe.checks.consistency {ctx.q(ctx.ckpt.tag or '')}",
+                   command=f"ds-triage inspect --ranks {ctx.q(ctx.ckpt.tag or '')}",
                    facts={"weights_dtype": scan.weights_dtype, "master_dtype": scan.master_dtype,
                           "bytes_read": scan.bytes_read, "seconds": round(scan.seconds, 3)})
 
@@ -310,7 +310,7 @@ def _agreeing_tags(ctx: ProbeContext, most: int = 8) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m triage.probe.checks.consistency CKPT`: each rank's shard as the check sees it."""
+    """`ds-triage inspect --ranks TAG_DIR`: each rank's shard as the check sees it."""
     import sys
 
     path = (argv if argv is not None else sys.argv[1:] or ["."])[0]
