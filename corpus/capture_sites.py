@@ -151,6 +151,9 @@ def worker(argv):
                    help="a load_state_dict post hook that returns its incompatible_keys")
     p.add_argument("--zero3-elastic", action="store_true",
                    help='zero_optimization.elastic_checkpoint true + optimizer built with elastic_checkpoint=True')
+    p.add_argument("--grad-clip", action="store_true", help='save with "gradient_clipping": 1.0')
+    p.add_argument("--no-grad-norm", action="store_true",
+                   help='zero_optimization.compute_grad_norm false (with gradient_clipping 0, as it requires)')
     a = p.parse_args(argv)
 
     set_ds_log_level()
@@ -166,6 +169,11 @@ def worker(argv):
     cfg = ds_config(argparse.Namespace(stage=a.stage, precision="fp32", optimizer="adamw"))
     if a.zero3_elastic:
         cfg["zero_optimization"]["elastic_checkpoint"] = True
+    if a.grad_clip:
+        cfg["gradient_clipping"] = 1.0
+    if a.no_grad_norm:
+        cfg["gradient_clipping"] = 0.0
+        cfg["zero_optimization"]["compute_grad_norm"] = False
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=cfg, mpu=mpu)
     if a.zero3_elastic:
         # deepspeed.initialize() in 0.14-0.19 does not pass elastic_checkpoint to the ZeRO-3
@@ -420,6 +428,13 @@ def cap_zero3_elastic(work):
                       "--zero3-elastic")
 
 
+def cap_grad_clip_no_grad_norm(work):
+    """ZeRO-2 checkpoint saved with gradient clipping loaded with zero_optimization.compute_grad_norm false."""
+    d = prepare(work, "_base_z2_clip", 1, "--stage", "2", "--grad-clip")
+    return worker_cmd(1, "load", "--dir", str(copy_ckpt(d, work, "grad-clip-no-grad-norm")), "--stage", "2",
+                      "--no-grad-norm")
+
+
 LOADS = {
     "mp-split": cap_mp_split,
     "mp-merge": cap_mp_merge,
@@ -428,6 +443,7 @@ LOADS = {
     "optimizer-param-not-in-model": cap_optimizer_param_not_in_model,
     "post-hook-returns": cap_post_hook_returns,
     "zero3-elastic": cap_zero3_elastic,
+    "grad-clip-no-grad-norm": cap_grad_clip_no_grad_norm,
 }
 
 

@@ -3,11 +3,12 @@
 import pytest
 
 from tests.rule_files import rules_dir, valid_rule
-from triage.kb.coverage import coverage, describe_site, function_matches, per_file, reference_covers, uncovered_by_file
+from triage.kb.coverage import (coverage, describe_site, function_matches, literal_words, named_only, per_file,
+                                 reference_covers, rules_covering, rules_naming, uncovered_by_file)
 from triage.errors import BadRules
 from triage.kb import load_rules
 from triage.kb.model import compile_rule
-from triage.kb.sites import Site
+from triage.kb.sites import Site, site_key
 
 
 def site(file="runtime/zero/stage_1_and_2.py", function="DeepSpeedZeroOptimizer.load_state_dict", package="deepspeed", line=10):
@@ -43,10 +44,10 @@ def test_reference_needs_the_same_file():
     assert not reference_covers(ref(source="deepspeed/serialization.py", function="load"), torch_site)
 
 
-def _rule(rule_id, references):
+def _rule(rule_id, references, pattern=None):
     return compile_rule({
         "id": rule_id, "category": "known_bug", "title": "t" * 10,
-        "signature": {"patterns": [{"line": "x"}]}, "references": references,
+        "signature": {"patterns": [pattern or {"message": "^boom "}]}, "references": references,
     })
 
 
@@ -86,12 +87,77 @@ def test_validator_rejects_what_is_not_a_name_or_glob(tmp_path, function):
     assert "without parentheses" in message
 
 
-def test_every_load_site_is_covered_by_a_rule(load_sites, rules):
+@pytest.mark.parametrize("pattern, covers", [
+    ({"message": "^boom x7$"}, True),  # the template, its placeholder filled
+    ({"exception": "RuntimeError", "message": "boom"}, True),
+    ({"exception": "ValueError", "message": "boom"}, False),  # another type: another raise
+    ({"message": "bang"}, False),  # another message of the same function
+    ({"message": "."}, False),  # matches any text: names no message
+    ({"line": "boom"}, False),  # a log line, not this raise
+    ({"exception": "AssertionError", "frame": {"file": "zero/stage_1_and_2.py", "code": r"RuntimeError\("}}, True),
+    ({"exception": "AssertionError", "frame": {"file": "zero/stage3.py", "code": r"RuntimeError\("}}, False),
+])
+def test_a_rule_covers_a_site_only_where_it_names_its_message_or_raise(pattern, covers):
+    """Issue 42, item 5: naming the function is not enough; the rule must describe this raise."""
+    rule = _rule("DS-K001", [ref()], pattern)
+    assert rules_naming(site(), [rule]) == ["DS-K001"]
+    assert rules_covering(site(), [rule]) == (["DS-K001"] if covers else [])
+
+
+@pytest.mark.parametrize("pattern, covers", [
+    ({"exception": "AssertionError", "message": "^$", "frame": {"file": "runtime/state_dict_factory.py",
+                                                                 "function": "check_ckpt_list"}}, True),
+    ({"exception": "AssertionError", "message": "^$", "frame": {"file": "runtime/state_dict_factory.py",
+                                                                 "function": "merge_state_dict"}}, False),
+    ({"exception": "AssertionError", "message": "^$"}, False),  # no frame: any bare assert anywhere
+    ({"exception": "AssertionError", "message": "count", "frame": {"function": "check_ckpt_list"}}, False),
+])
+def test_a_bare_assert_is_named_by_an_empty_message_in_its_function(pattern, covers):
+    bare = Site("deepspeed", "runtime/state_dict_factory.py", "SDLoaderBase.check_ckpt_list", 168, "assert",
+                "AssertionError", None, "assert len(self.ckpt_list) > 0")
+    rule = _rule("DS-K001", [ref("deepspeed/runtime/state_dict_factory.py", "SDLoaderBase.check_ckpt_list")], pattern)
+    assert rules_covering(bare, [rule]) == (["DS-K001"] if covers else [])
+
+
+def test_a_regex_asking_for_one_value_of_a_placeholder_covers_the_site():
+    """`can't find \\*_model_states\\.pt files` explains `can't find {glob_pattern} files in directory`
+    when the glob is the model states': the regex's own words are tried as the value."""
+    s = Site("deepspeed", "utils/zero_to_fp32.py", "get_checkpoint_files", 1, "raise", "FileNotFoundError",
+             "can't find {glob_pattern} files in directory '{checkpoint_dir}'", "raise FileNotFoundError(...)")
+    rule = _rule("DS-K001", [ref("deepspeed/utils/zero_to_fp32.py", "get_checkpoint_files")],
+                 {"message": r"^can't find (?:\*_model_states\.pt files|model states file at)"})
+    assert "*_model_states.pt" in literal_words(rule.patterns[0].conditions.message.pattern)
+    assert rules_covering(s, [rule]) == ["DS-K001"]
+
+
+def test_the_gradient_clipping_check_is_not_covered_by_the_version_rules_of_its_function(load_sites, rules):
+    """The issue's example: `_load_global_state` refuses a checkpoint saved with gradient clipping
+    loaded with compute_grad_norm=false; DS-V001/DS-V002 name that function for version checks."""
+    sites, _ = load_sites
+    clip = next(s for s in sites if s.function == "DeepSpeedZeroOptimizer._load_global_state"
+                and s.message and s.message.startswith("Cannot load a checkpoint with gradient clipping"))
+    assert {"DS-V001", "DS-V002", "DS-C204"} <= set(rules_naming(clip, rules.rules))
+    assert rules_covering(clip, rules.rules) == ["DS-C204"]  # its message regex is this message
+
+
+def test_named_only_lists_the_rules_that_name_an_uncovered_sites_function(load_sites, rules):
     sites, _ = load_sites
     covered = coverage(sites, rules.rules)
-    missing = uncovered_by_file(covered)
-    total = sum(len(items) for items in missing.values())
-    report = "\n".join(f"{source} ({len(items)}):\n" + "\n".join(f"    {describe_site(s)}" for s in items)
-                       for source, items in missing.items())
-    assert total == 0, (f"{total} of {len(sites)} load-path raise sites are covered by no rule's references "
-                         f"(rules/README.md: References and load-site coverage):\n{report}")
+    named = named_only(covered, rules.rules)
+    assert named and all(not ids for site, ids in covered if site_key(site) in named)
+    moe = next(s for s in sites if s.message and s.message.startswith("Expert checkpoint file not found"))
+    assert "DS-V102" in named[site_key(moe)]  # DS-V102 names load_moe_state_dict for its format checks
+
+
+def test_a_rule_may_name_a_site_of_every_project_the_catalogue_reads():
+    """rules/schema.json's `source` accepts `<project>/<file>` for each project of triage.kb.projects."""
+    import json
+    import re
+
+    from tests.conftest import ROOT
+    from triage.kb.projects import PYPI, REPOSITORIES
+
+    schema = json.loads((ROOT / "rules" / "schema.json").read_text())
+    pattern = schema["properties"]["references"]["items"]["properties"]["source"]["pattern"]
+    for project in ("deepspeed", "torch", *PYPI, *REPOSITORIES):
+        assert re.match(pattern, f"{project}/some/file.py"), project

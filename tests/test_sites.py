@@ -113,18 +113,22 @@ def test_every_site_line_holds_that_code():
                     nodes.setdefault(n.lineno, set()).add("raise")
                 elif isinstance(n, ast.Assert):
                     nodes.setdefault(n.lineno, set()).add("assert")
+                elif isinstance(n, ast.Call):  # a logged or collected message; sys.exit("why")
+                    nodes.setdefault(n.lineno, set()).update(("logged", "collected", "raise"))
             cache[path] = (src.splitlines(), nodes)
         lines, nodes = cache[path]
         assert lines[s.line - 1].strip() == s.code, s
         assert s.kind in nodes.get(s.line, ()), s
-        assert re.search(r"\b(raise|assert)\b", s.code), s
+        code = {"raise": r"\b(raise|exit)\b", "assert": r"\bassert\b", "logged": r"\(",
+                "collected": r"\.(append|insert)\("}[s.kind]
+        assert re.search(code, s.code), s
 
 
 def test_records_are_well_formed_and_deduplicated():
     keys = set()
     for s in all_sites():
         assert s.package in ("deepspeed", "torch")
-        assert s.kind in ("raise", "assert")
+        assert s.kind in ("raise", "assert", "logged", "collected")
         assert not s.file.startswith("/") and s.file.endswith(".py")
         if s.kind == "assert":
             assert s.exception == "AssertionError"
@@ -144,7 +148,7 @@ def test_every_scope_names_real_functions(package, glob, regex):
             rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
             if f.endswith(".py") and fnmatch.fnmatch(rel, glob) and rel.count("/") == glob.count("/"):
                 with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
-                    quals += [q for q, _ in S._functions(ast.parse(fh.read()))]
+                    quals += [q for q, _ in S.functions(ast.parse(fh.read()))]
     assert quals, (package, glob)
     if regex is None:
         return
@@ -194,3 +198,48 @@ def test_a_raise_its_own_try_catches_is_not_a_site(tmp_path):
         """))
     sites = _scan_file("deepspeed", str(tmp_path), "mod.py", None, False)
     assert sorted(s.exception for s in sites) == ["KeyError", "ValueError"]
+
+
+@pytest.mark.parametrize("package,glob,regex", __import__("triage.kb.projects", fromlist=["x"]).DEEPSPEED_INFERENCE)
+def test_the_inference_loader_scopes_name_real_functions(package, glob, regex):
+    test_every_scope_names_real_functions(package, glob, regex)
+
+
+def test_a_message_logged_before_a_failure_or_collected_for_a_raise_is_a_site(tmp_path):
+    """Issue 42, item 1: what Megatron prints before sys.exit(), what a library warns before it
+    raises, and what torch collects into error_msgs for the raise that joins them."""
+    import textwrap
+
+    from triage.kb.sites import _scan_file
+
+    (tmp_path / "mod.py").write_text(textwrap.dedent("""\
+        import sys
+        def load(args, error_msgs):
+            if args.bad:
+                print_rank_0(f"Unable to load optimizer from checkpoint {args.load}, exiting ...")
+                sys.exit()
+            if args.worse:
+                logger.warning("the checkpoint is older than this release")
+                raise ValueError("too old")
+            logger.warning("only a warning: nothing fails after it")
+            error_msgs.append(f"size mismatch for {args.key}")
+            if error_msgs:
+                raise RuntimeError("Error(s) in loading: " + "\\\\n".join(error_msgs))
+            sys.exit("cannot go on")
+        """))
+    sites = {(s.kind, s.exception, s.message) for s in _scan_file("deepspeed", str(tmp_path), "mod.py", None, False)}
+    assert sites == {
+        ("logged", "SystemExit", "Unable to load optimizer from checkpoint {args.load}, exiting ..."),
+        ("logged", "ValueError", "the checkpoint is older than this release"),
+        ("raise", "ValueError", "too old"),
+        ("collected", "RuntimeError", "size mismatch for {args.key}"),
+        ("raise", "RuntimeError", "Error(s) in loading: {'\\\\n'.join(error_msgs)}"),
+        ("raise", "SystemExit", "cannot go on"),
+    }
+
+
+def test_torch_error_msgs_are_collected_sites():
+    size = find("nn/modules/module.py", "Module._load_from_state_dict", r"^size mismatch for \{key\}", package="torch")
+    assert size and size[0].kind == "collected" and size[0].exception == "RuntimeError"
+    missing = find("nn/modules/module.py", "Module.load_state_dict", r"^Missing key\(s\) in state_dict", package="torch")
+    assert missing and missing[0].kind == "collected"

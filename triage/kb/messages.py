@@ -1,12 +1,15 @@
 """The message index: what each catalogued raise site prints, as text a paste can be searched for.
 
 `triage.kb.sites` reads every raise/assert on the checkpoint load path from the DeepSpeed and
-torch source, with its exception type and message template; `triage.kb.coverage` names the rules
-that explain each site. Reading that source needs both packages installed and takes seconds, so
+torch source, with its exception type and message template, and `triage.kb.site_history` holds
+those of older releases and of the projects around DeepSpeed (triage.kb.projects);
+`triage.kb.coverage` names the rules that explain each site. Every site with text enough is in
+the index, covered or not: it is recognised from its message alone either way, and a rule
+covering it is what gives it a category. Reading that source needs both packages installed and takes seconds, so
 `ds-triage rules docs` writes the result beside the rules as `rules/load-site-messages.json`
 (one site a line; `--check` fails while it is stale), and classifying only reads that file.
 
-Each entry holds the site's template cut at its placeholders into literal `pieces`, folded
+Each site is searched for as its template cut at its placeholders into literal `pieces`, folded
 (`fold`): compatibility characters made plain (NFKC: a translated IDE's full-width `：`),
 quotes made one, white space dropped (a wrap at 80 columns, a screenshot's lost spacing) and
 lower case. `triage.classify.messages` searches pastes, folded the same way, for those pieces.
@@ -25,6 +28,7 @@ INDEX_NAME = "load-site-messages.json"
 # A site is in the index when its template keeps at least MIN_TEXT folded characters of text
 # (`Old version: {v} {why}` keeps 11); one with fewer than DISTINCT_TEXT (`{where}: names no
 # holder` keeps 14) is recognised only where its exception type stands before the message.
+# A logged or collected message, which no exception type ever stands before, needs DISTINCT_TEXT.
 MIN_TEXT = 10
 DISTINCT_TEXT = 24
 
@@ -45,8 +49,22 @@ def pieces(template: str | None) -> list[str]:
     """The folded literal pieces of a message template, in order; [] when it has no text."""
     if not template or _is_code(template):
         return []
-    parts = [fold(part) for part in _PLACEHOLDER.split(template.replace("%%", "%"))]
+    return _literal_pieces(template)
+
+
+def _literal_pieces(template: str) -> list[str]:
+    parts = [fold(part) for part in _PLACEHOLDER.split(_unwrapped(template.replace("%%", "%")))]
     return [part for part in parts if part]
+
+
+def _unwrapped(template: str) -> str:
+    """The template without the log-line prefixes a log's normalizer strips (`ERROR: `, `[ERROR] `):
+    a logged message that writes its own level shows without it once the log is read."""
+    from triage.logs.normalize import PREFIX
+
+    while (match := PREFIX.match(template)) and match.end() and not template.startswith("{"):
+        template = template[match.end():]
+    return template
 
 
 def _is_code(template: str) -> bool:
@@ -66,9 +84,11 @@ class SiteMessage(Frozen):
 
     def __init__(self, source: str, function: str, line: int, exception: str, template: str,
                  pieces: tuple[str, ...], rules: tuple[str, ...]):
-        self.source = source  # deepspeed/utils/zero_to_fp32.py
-        self.function, self.line = function, line
-        self.exception = exception  # as raised: ValueError, pickle.UnpicklingError, type(e)
+        self.source = source  # deepspeed/utils/zero_to_fp32.py, megatron-lm/megatron/training/checkpointing.py
+        self.function, self.line = function, line  # line 0: a site only the site history holds (no line kept)
+        # as raised: ValueError, pickle.UnpicklingError, type(e); "(logged)", "(collected)": a message
+        # logged before a failure, or collected into a list a raise joins (triage.kb.site_walk)
+        self.exception = exception
         self.template, self.pieces = template, pieces
         self.rules = rules  # the rules covering the site (triage.kb.coverage)
 
@@ -94,21 +114,30 @@ class SiteMessage(Frozen):
         return f"{self.source}:{self.line} {self.function}"
 
 
+def indexed(site, found: list[str] | None = None) -> bool:
+    """Whether a triage.kb.sites.Site has text enough to be in the index (`found`: its pieces)."""
+    found = pieces(site.message) if found is None else found
+    return sum(map(len, found)) >= (MIN_TEXT if site.kind in ("raise", "assert") else DISTINCT_TEXT)
+
+
 def entries(covered, versions: dict[str, str]) -> dict:
     """The index's data from triage.kb.coverage.coverage(sites, rules): every site with text enough."""
     sites = []
-    for site, ids in sorted(covered, key=lambda item: (item[0].package, item[0].file, item[0].line, item[0].function)):
+    for site, ids in sorted(covered, key=lambda item: (item[0].package, item[0].file, item[0].line, item[0].function,
+                                                       item[0].exception, item[0].message or "")):
         found = pieces(site.message)
-        if not ids or sum(map(len, found)) < MIN_TEXT:
-            continue
+        if not indexed(site, found):
+            continue  # kept whether a rule covers it or not: the site is recognised either way
+        # a logged or collected message stands on its own line, under no `Type:` of its own
+        exception = site.exception if site.kind in ("raise", "assert") else f"({site.kind})"
         sites.append({"source": f"{site.package}/{site.file}", "function": site.function, "line": site.line,
-                      "exception": site.exception, "template": site.message, "pieces": found, "rules": list(ids)})
+                      "exception": exception, "template": site.message, "rules": list(ids)})
     return {"read_from": dict(sorted(versions.items())), "sites": sites}
 
 
 def render(data: dict) -> str:
     """The file's text: a header line, then one site a line (diffs stay readable)."""
-    head = {"generated_by": "ds-triage rules docs", "from": "triage/kb/sites.py, rules/", "read_from": data["read_from"]}
+    head = {"generated_by": "ds-triage rules docs", "from": "triage/kb/sites.py, triage/kb/site_history.json, rules/", "read_from": data["read_from"]}
     rows = ",\n".join("  " + json.dumps(site, ensure_ascii=False) for site in data["sites"])
     return "{\n" + json.dumps(head)[1:-1] + ',\n "sites": [\n' + rows + "\n]}\n"
 
@@ -148,12 +177,18 @@ class MessageIndex:
         return self._fuzzy
 
 
-def load(directory: str | Path) -> MessageIndex:
-    """The index beside the rules; empty when a rules directory has none (a custom rule set)."""
+def load(directory: str | Path, every_site: bool = False) -> MessageIndex:
+    """The index beside the rules; empty when a rules directory has none (a custom rule set).
+
+    By default only the sites a rule covers: a site no rule covers gives classify no hypothesis,
+    and each site costs a search of every paste. `every_site`: all of them (what recognises a
+    site from its message alone, category or not)."""
     try:
         with open(Path(directory) / INDEX_NAME, encoding="utf-8") as handle:
             data = json.load(handle)
     except (OSError, ValueError):
         return MessageIndex([])
+    # the file keeps no pieces: they are the template's (a template that is code never got in)
     return MessageIndex([SiteMessage(s["source"], s["function"], s["line"], s["exception"], s["template"],
-                                     tuple(s["pieces"]), tuple(s["rules"])) for s in data.get("sites", [])])
+                                     tuple(_literal_pieces(s["template"])), tuple(s["rules"]))
+                         for s in data.get("sites", []) if every_site or s["rules"]])

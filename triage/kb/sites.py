@@ -2,8 +2,10 @@
 
 Pure stdlib (``ast``): the installed ``deepspeed`` and ``torch`` packages are located with
 ``importlib.util.find_spec`` (which does not execute them) and their source is parsed, never
-imported.  ``load_path_sites()`` returns one :class:`Site` per distinct raise/assert inside the
-scopes listed in :data:`SCOPES`; ``python -m triage.kb.sites`` prints them as a table.
+imported.  ``load_path_sites()`` returns one :class:`Site` per distinct failure site inside the
+scopes listed in :data:`SCOPES` (and triage.kb.projects' DeepSpeed scopes): a raise, an assert,
+a message logged right before a failure or collected for a raise (triage.kb.site_walk);
+``scan()`` reads any package or repository so; ``python -m triage.kb.sites`` prints a table.
 """
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ import json
 import os
 import re
 import sys
+import warnings
 from dataclasses import asdict, dataclass
-from typing import Iterator, Optional
+from typing import Optional
+
+from triage.kb.site_walk import called_names, functions, render, sites_in
 
 # (package, file glob relative to the package root, regex full-matched against the function's
 # qualified name *or* its bare name; None = every function in the file).  Names verified
@@ -56,7 +61,8 @@ SCOPES: tuple[tuple[str, str, Optional[str]], ...] = (
     ("deepspeed", "utils/zero_to_fp32.py", None),
     ("deepspeed", "checkpoint/*.py", None),
     ("torch", "nn/modules/module.py", r"Module\.(load_state_dict|_load_from_state_dict)"),
-    ("torch", "serialization.py", r"load|_load|_legacy_load|_check_seekable|_get_restore_location"),
+    ("torch", "serialization.py", r"load|_load|_legacy_load|_check_seekable|_get_restore_location"
+     r"|_validate_device|validate_cuda_device|_deserialize|default_restore_location"),  # a CUDA save on a CPU host
     ("torch", "_weights_only_unpickler.py", r"Unpickler\.\w+|load"),
     ("torch", "optim/optimizer.py", r"Optimizer\.(load_state_dict|_process_value_according_to_param_policy)"),
 )
@@ -68,12 +74,13 @@ FOLLOW_CALLS: frozenset[tuple[str, str]] = frozenset({("deepspeed", "runtime/eng
 
 @dataclass(frozen=True)
 class Site:
-    package: str  # "deepspeed" | "torch"
+    package: str  # "deepspeed", "torch", or another project of triage.kb.projects
     file: str  # relative to the package root, '/'-separated
     function: str  # qualified name, e.g. "SDLoaderBase.check_ckpt_list"
     line: int
-    kind: str  # "raise" | "assert"
-    exception: str  # raised type as written; "AssertionError" for assert; bare raise -> caught type
+    kind: str  # "raise" | "assert" | "logged" | "collected" (triage.kb.site_walk)
+    exception: str  # raised type as written; "AssertionError" for assert; bare raise -> caught type;
+    # logged: the type of the failure that follows ("SystemExit": sys.exit); collected: the raise joining the list
     message: Optional[str]  # message template ({...} placeholders), None when bare
     code: str  # the source line at ``line``, stripped
     via: Optional[str] = None  # set when reached by FOLLOW_CALLS: the qualified caller
@@ -86,133 +93,25 @@ def package_dir(name: str) -> str:
     return list(spec.submodule_search_locations)[0]
 
 
-def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
-    """(qualname, node) for module-level functions and methods (classes walked recursively)."""
-    def walk(body, prefix):
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield prefix + node.name, node
-            elif isinstance(node, ast.ClassDef):
-                yield from walk(node.body, prefix + node.name + ".")
-    yield from walk(tree.body, "")
-
-
-def _render(node: Optional[ast.AST], assigns: dict, depth: int = 0, nested: bool = False) -> Optional[str]:
-    """Message text as written: constants verbatim, f-strings with {expr} placeholders.
-
-    Non-string pieces of a ``+`` concatenation become ``{expr}``; a message that is wholly a
-    non-string expression (e.g. ``_get_wo_message(str(e))``) is returned as ``ast.unparse``.
-    Local names are resolved to their last prior assignment in the function (two steps max).
-    """
-    if node is None:
-        return None
-    if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else repr(node.value)
-    if isinstance(node, ast.JoinedStr):
-        out = []
-        for v in node.values:
-            if isinstance(v, ast.Constant):
-                out.append(str(v.value))
-            else:  # FormattedValue
-                conv = {115: "!s", 114: "!r", 97: "!a"}.get(v.conversion, "")
-                spec = ":" + (_render(v.format_spec, {}) or "") if v.format_spec is not None else ""
-                out.append("{" + ast.unparse(v.value) + conv + spec + "}")
-        return "".join(out)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
-        if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
-            return _render(node.left, assigns, depth)  # "..." % args -> the %-template
-        if isinstance(node.op, ast.Add):
-            return _render(node.left, assigns, depth, True) + _render(node.right, assigns, depth, True)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
-            and isinstance(node.func.value, (ast.Constant, ast.JoinedStr))):
-        return _render(node.func.value, assigns, depth)  # "...{}...".format(...) -> the template
-    if isinstance(node, ast.Name) and node.id in assigns and depth < 2:
-        return _render(assigns[node.id], assigns, depth + 1, nested)
-    return "{" + ast.unparse(node) + "}" if nested else ast.unparse(node)
-
-
-def _exc_name(node: ast.Raise, handlers: list) -> str:
-    exc = node.exc
-    if exc is None:  # bare re-raise: report the type caught by the enclosing handler
-        if handlers and handlers[-1].type is not None:
-            return ast.unparse(handlers[-1].type)
-        return "<re-raise>"
-    if isinstance(exc, ast.Call):
-        exc = exc.func
-    return ast.unparse(exc)
-
-
-def _caught(node: ast.Try) -> set:
-    """Exception names the handlers of this try catch ("*": a bare except)."""
-    names = set()
-    for handler in node.handlers:
-        if handler.type is None:
-            names.add("*")
-        elif isinstance(handler.type, ast.Tuple):
-            names.update(ast.unparse(elt) for elt in handler.type.elts)
-        else:
-            names.add(ast.unparse(handler.type))
-    return names
-
-
-def _sites_in(func: ast.AST, qual: str) -> Iterator[tuple[str, ast.AST, list, dict]]:
-    """Yield (innermost qualname, raise/assert node, enclosing except handlers, prior str assigns).
-
-    A raise inside a try whose own handler catches that very type never leaves the
-    function (torch's `_check_container_source` raises OSError to warn), so it is skipped.
-    """
-    def visit(node, qual, handlers, assigns, guards):
-        for child in ast.iter_child_nodes(node):
-            inner_guards = guards | _caught(node) if isinstance(node, ast.Try) and child in node.body else guards
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield from visit(child, f"{qual}.{child.name}", [], dict(assigns), set())
-                continue
-            if isinstance(child, ast.ClassDef):
-                yield from visit(child, f"{qual}.{child.name}", [], dict(assigns), set())
-                continue
-            if isinstance(child, ast.Raise) and child.exc is not None and \
-                    (_exc_name(child, handlers) in inner_guards or "*" in inner_guards):
-                continue
-            if isinstance(child, (ast.Raise, ast.Assert)):
-                yield qual, child, handlers, dict(assigns)
-            if isinstance(child, ast.Assign) and len(child.targets) == 1 and isinstance(child.targets[0], ast.Name):
-                assigns[child.targets[0].id] = child.value
-            elif isinstance(child, ast.AugAssign) and isinstance(child.target, ast.Name) and \
-                    isinstance(child.op, ast.Add) and child.target.id in assigns:
-                assigns[child.target.id] = ast.BinOp(assigns[child.target.id], ast.Add(), child.value)
-            inner = handlers + [child] if isinstance(child, ast.ExceptHandler) else handlers
-            yield from visit(child, qual, inner, assigns, inner_guards)
-    yield from visit(func, qual, [], {}, set())
-
-
-def _called_names(func: ast.AST, class_names: set) -> tuple[set, set]:
-    """(bare names called, attribute names called on self/cls/a class of this file)."""
-    bare, attrs = set(), set()
-    for n in ast.walk(func):
-        if isinstance(n, ast.Call):
-            f = n.func
-            if isinstance(f, ast.Name):
-                bare.add(f.id)
-            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                    f.value.id in class_names | {"self", "cls"}:
-                attrs.add(f.attr)
-    return bare, attrs
-
-
 def _scan_file(package: str, root: str, rel: str, regex: Optional[str], follow: bool) -> list[Site]:
     path = os.path.join(root, rel)
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:
         source = fh.read()
     lines = source.splitlines()
-    tree = ast.parse(source, filename=path)
-    funcs = list(_functions(tree))
+    with warnings.catch_warnings():  # old releases' "\d" escapes: their problem, not ours
+        warnings.simplefilter("ignore")
+        try:
+            tree = ast.parse(source, filename=path)
+        except SyntaxError:
+            return []  # Python 2 code in an old release: nothing this interpreter could have run
+    funcs = list(functions(tree))
     chosen = [(q, n, None) for q, n in funcs
               if regex is None or re.fullmatch(regex, q) or re.fullmatch(regex, q.rsplit(".", 1)[-1])]
     if follow:
         classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
         have = {q for q, _, _ in chosen}
         for caller, node, _ in list(chosen):
-            bare_calls, attr_calls = _called_names(node, classes)
+            bare_calls, attr_calls = called_names(node, classes)
             for q, n in funcs:
                 name = q.rsplit(".", 1)[-1]
                 if q not in have and (name in attr_calls if "." in q else name in bare_calls):
@@ -220,16 +119,8 @@ def _scan_file(package: str, root: str, rel: str, regex: Optional[str], follow: 
                     have.add(q)
     out = []
     for qual, fnode, via in chosen:
-        for inner_qual, node, handlers, assigns in _sites_in(fnode, qual):
-            if isinstance(node, ast.Assert):
-                kind, exc, msg = "assert", "AssertionError", _render(node.msg, assigns)
-            else:
-                kind, exc = "raise", _exc_name(node, handlers)
-                arg = None
-                if isinstance(node.exc, ast.Call) and node.exc.args:
-                    arg = node.exc.args[0]
-                msg = _render(arg, assigns)
-            out.append(Site(package, rel, inner_qual, node.lineno, kind, exc, msg,
+        for inner_qual, node, kind, exc, msg_node, assigns in sites_in(fnode, qual, tree):
+            out.append(Site(package, rel, inner_qual, node.lineno, kind, exc, render(msg_node, assigns),
                             lines[node.lineno - 1].strip(), via))
     return out
 
@@ -245,10 +136,17 @@ def load_path_sites(deepspeed_dir: Optional[str] = None, torch_dir: Optional[str
     (of the given `packages` only: the site history reads one release of one package at a time)."""
     roots = {"deepspeed": lambda: deepspeed_dir or package_dir("deepspeed"),
              "torch": lambda: torch_dir or package_dir("torch")}
-    roots = {name: roots[name]() for name in packages}
+    from triage.kb.projects import DEEPSPEED_INFERENCE, DEEPSPEED_LEGACY
+
+    return scan({name: roots[name]() for name in packages}, SCOPES + DEEPSPEED_INFERENCE + DEEPSPEED_LEGACY)
+
+
+def scan(roots: dict[str, str], scopes, follow: frozenset = FOLLOW_CALLS) -> list[Site]:
+    """The distinct sites of `scopes` ((package, file glob, function regex) triples) under the
+    package roots given (package -> directory), in scope order then line order."""
     result: list[Site] = []
     seen: set = set()
-    for package, glob, regex in SCOPES:
+    for package, glob, regex in scopes:
         if package not in roots:
             continue
         root = roots[package]
@@ -261,8 +159,7 @@ def load_path_sites(deepspeed_dir: Optional[str] = None, torch_dir: Optional[str
                         rel.count(os.sep) == pattern.count(os.sep):
                     rels.append(rel.replace(os.sep, "/"))
         for rel in sorted(rels):
-            for s in sorted(_scan_file(package, root, rel, regex, (package, glob) in FOLLOW_CALLS),
-                            key=lambda s: s.line):
+            for s in sorted(_scan_file(package, root, rel, regex, (package, glob) in follow), key=lambda s: s.line):
                 key = site_key(s)
                 if key not in seen:
                     seen.add(key)

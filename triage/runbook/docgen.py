@@ -96,7 +96,7 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
         files[f"rules/{rule.id}.md"] = rule_page(rule, shown, link, example_error(rule, root))
     if sites is None:
         sites, versions = load_sites()
-    files["load-sites.md"] = load_sites_page(coverage(sites, ordered), versions or {}, older_sites(sites, ordered))
+    files["load-sites.md"] = _load_sites_page(sites, versions, ordered)
     files["exit-codes.md"] = exit_codes_page()
     schemas = load_schemas(root / SCHEMAS)
     files.update(reference_pages(schemas, lambda name: link(SCHEMAS / name, out / "reference")))
@@ -104,12 +104,38 @@ def generate(rules: RuleSet, out: str | Path, sites=None, versions=None) -> dict
     return dict(sorted(files.items()))
 
 
+def _load_sites_page(sites, versions, ordered) -> str:
+    from triage.kb import site_history
+    from triage.kb.coverage import coverage, named_only
+    from triage.kb.sites import site_key
+    from triage.runbook.site_projects import per_release, project_sections
+
+    covered = coverage(sites, ordered)
+    older = older_sites(sites, ordered)
+    elsewhere = coverage([site for site in catalogued_elsewhere(sites) if site.package not in (versions or {})], ordered)
+    rules_of = {site_key(site): ids for site, ids in covered + elsewhere}
+    rules_of.update((site_key(site), ids) for site, _, ids in older)
+    history = site_history.load()
+    return load_sites_page(covered, versions or {}, older, named=named_only(covered, ordered),
+                           per_release=per_release(history, rules_of), projects=project_sections(elsewhere, history))
+
+
+def catalogued_elsewhere(sites) -> list:
+    """The sites of the site history (triage/kb/site_history.json) that the installed source lacks:
+    older releases of DeepSpeed and torch, and every project read only from its releases or snapshot."""
+    from triage.kb import site_history
+    from triage.kb.sites import site_key
+
+    have = {site_key(site) for site in sites}
+    return [site for site, _ in site_history.every_site() if site_key(site) not in have]
+
+
 def message_index(rules: RuleSet, sites, versions) -> tuple[Path, str]:
     """The message index classify reads (triage.kb.messages), beside the rules: (path, text)."""
     from triage.kb import messages
     from triage.kb.coverage import coverage
 
-    covered = coverage(sites, sorted(rules.rules, key=lambda r: r.id))
+    covered = coverage(list(sites) + catalogued_elsewhere(sites), sorted(rules.rules, key=lambda r: r.id))
     return rules.directory / messages.INDEX_NAME, messages.render(messages.entries(covered, versions or {}))
 
 

@@ -5,27 +5,30 @@ from __future__ import annotations
 from triage.kb import site_history
 from triage.kb.coverage import per_file, site_source
 from triage.runbook.rule_docs import table_code as _table_code
-
-MESSAGE_CHARS = 160
-
-
-def _message(site) -> str:
-    if site.message is None:
-        return "(bare)"
-    text = site.message.replace("\n", "\\n").replace("\t", "\\t")
-    if len(text) > MESSAGE_CHARS:
-        text = text[:MESSAGE_CHARS - 3] + "..."
-    return _table_code(text)
+from triage.runbook.site_projects import message as _message
 
 
 def _releases(ranges) -> str:
     return "-" if ranges is None else ", ".join(ranges) or "-"
 
 
+def _rule_links(ids, named=()) -> str:
+    links = ", ".join(f"[{rule_id}](rules/{rule_id}.md)" for rule_id in ids) or "**none**"
+    if not ids and named:
+        links += " (function named by " + ", ".join(f"[{r}](rules/{r}.md)" for r in named) + ")"
+    return links
+
+
 def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str, str],
-                    older: list[tuple[object, list[str], list[str]]] = (), history: dict | None = None) -> str:
+                    older: list[tuple[object, list[str], list[str]]] = (), history: dict | None = None,
+                    named: dict | None = None, per_release: list[str] = (), projects: list[str] = ()) -> str:
     """`covered` is triage.kb.coverage.coverage(sites, rules); `versions` the packages read; `older`
-    the (site, releases, rule ids) of sites only older releases have (triage.kb.site_history)."""
+    the (site, releases, rule ids) of sites only older releases have (triage.kb.site_history);
+    `named` triage.kb.coverage.named_only; `per_release` and `projects` the lines of
+    triage.runbook.site_projects (the coverage per release, the other projects' sections)."""
+    from triage.kb.sites import site_key
+
+    named = named or {}
     history = site_history.load() if history is None else history
     scanned = site_history.scanned(history)
     files = per_file(covered)
@@ -40,7 +43,19 @@ def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str,
         f"Every `raise` and `assert` on DeepSpeed's checkpoint load path (`python -m triage.kb.sites`), read from "
         f"the source of {read}, with the rules that cover each. A rule covers a site when one of its "
         "`references` names the site's file (`source`) and its function (`function`: the qualified or the "
-        "bare name, or an fnmatch glob such as `DeepSpeedZeroOptimizer.*`); see rules/README.md.",
+        "bare name, or an fnmatch glob such as `DeepSpeedZeroOptimizer.*`), and one of its patterns describes "
+        "that very failure: a `message` regex that matches the site's message template (its placeholders "
+        "filled with values), or a frame `code` regex that matches the site's own source line (how a bare "
+        "`assert` is named); see rules/README.md. A rule that only names the function explains another "
+        "raise there: such a site is uncovered, and the rules naming its function are listed beside it. "
+        "A site is also a message logged right before a failure (`logger.warning(...)` then `raise`, "
+        "Megatron's `print_rank_0(...)` then `sys.exit()`), or one collected into a list a raise joins "
+        "(torch's `error_msgs`): its kind says which (triage/kb/site_walk.py).",
+        "",
+        "After the sites of older releases come the projects around DeepSpeed, read from their releases or "
+        "a repository snapshot by `python -m triage.kb.site_history_build` (triage/kb/projects.py): "
+        "transformers, accelerate, safetensors, Megatron-DeepSpeed, Megatron-LM and GPT-NeoX; "
+        "[the coverage per project and release](#coverage-per-project-and-release) counts them all.",
         "",
         "The releases column names the releases that have the site with this message template, out of those "
         "read by `python -m triage.kb.site_history_build` (" + _scanned(scanned) + "), as runs of consecutive "
@@ -49,12 +64,16 @@ def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str,
         "",
         f"{total} sites: {done} covered, {total - done} uncovered.",
         "",
+        f"Of the uncovered, {len(named)} sit in a function that a rule's `references` name without the rule "
+        "describing that site (counted as covered before issue 42).",
+        "",
         "| file | sites | covered | uncovered |",
         "|---|--:|--:|--:|",
     ]
     for f in files:
         out.append(f"| [{f.source}](#{_anchor(f.source)}) | {f.sites} | {f.covered} | {f.uncovered} |")
     out.append(f"| **total** | {total} | {done} | {total - done} |")
+    out += list(per_release)
     by_source: dict[str, list] = {}
     for site, ids in covered:
         by_source.setdefault(site_source(site), []).append((site, ids))
@@ -65,10 +84,11 @@ def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str,
             function = _table_code(site.function)
             if site.via:
                 function += f" (called by {_table_code(site.via)})"
-            rules = ", ".join(f"[{rule_id}](rules/{rule_id}.md)" for rule_id in ids) or "**none**"
+            rules = _rule_links(ids, named.get(site_key(site), ()))
             releases = _releases(site_history.releases_of(site, history))
             out.append(f"| {site.line} | {function} | {_table_code(site.exception)} | {_message(site)} | {releases} | {rules} |")
     out += _older(older, read)
+    out += list(projects)
     return "\n".join(out) + "\n"
 
 
@@ -88,7 +108,7 @@ def _older(older, read: str) -> list[str]:
         return out
     out += ["| file | function | exception | message template | releases | rules |", "|---|---|---|---|---|---|"]
     for site, ranges, ids in sorted(older, key=lambda item: (site_source(item[0]), item[0].function, item[1])):
-        rules = ", ".join(f"[{rule_id}](rules/{rule_id}.md)" for rule_id in ids) or "**none**"
+        rules = _rule_links(ids)
         out.append(f"| {site_source(site)} | {_table_code(site.function)} | {_table_code(site.exception)} | "
                    f"{_message(site)} | {_releases(ranges)} | {rules} |")
     return out
