@@ -37,6 +37,20 @@ def holds(signals: list[Signal], name: str, qualifier: str | None) -> Signal | N
     return next((s for s in signals if s.holds(name, qualifier)), None)
 
 
+# What torch prints a state-dict difference with: the first of them in the log is the line to cite.
+_DIFFERENCE_TEXT = ("size mismatch for ", " key(s) in state_dict: ", "The size of tensor a (")
+
+
+def source(signal: Signal, text: str, exceptions) -> tuple[int | None, object | None]:
+    """Where a signal was read: (offset in the log text, None) for a state-dict signal, (None, the
+    first exception whose message says it) for an error fact; (None, None) when neither is found."""
+    if signal.name in state_dict.SIGNALS:
+        found = [at for at in (text.find(t) for t in _DIFFERENCE_TEXT) if at >= 0]
+        return (min(found) if found else None), None
+    said = next((e for e in exceptions if holds(error_facts.facts([e]), signal.name, signal.qualifier)), None)
+    return None, said
+
+
 def problems(fact: str) -> str | None:
     """Why a `facts:` entry names nothing the analyses produce, or None."""
     name, _, qualifier = fact.partition(":")

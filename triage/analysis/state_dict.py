@@ -16,7 +16,8 @@ architecture is not the checkpoint's). Standard library only: classify imports i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from triage.record import Frozen, Record  # not dataclasses: classify imports this (triage/record.py)
 
 Shape = tuple
 
@@ -65,30 +66,33 @@ EMBEDDING = re.compile(r"(?:^|\.)(?:embed_tokens|wte|word_embeddings|embed_in|em
 PARTITION_SLACK = 0.01  # flat partitions are padded to an alignment: a ratio within 1% of an integer
 
 
-@dataclass
-class Difference:
-    missing: list = field(default_factory=list)  # the model has them, the checkpoint lacks them
-    unexpected: list = field(default_factory=list)  # the checkpoint has them, the model lacks them
-    sizes: dict = field(default_factory=dict)  # name -> (checkpoint shape, model shape), shapes as tuples of ints
-    partition: tuple | None = None  # a flat fp32 partition's elements: (saved, the load's)
+class Difference(Record):
+    _fields = ("missing", "unexpected", "sizes", "partition")
+
+    def __init__(self, missing: list | None = None, unexpected: list | None = None, sizes: dict | None = None,
+                 partition: tuple | None = None):
+        self.missing = [] if missing is None else missing  # the model has them, the checkpoint lacks them
+        self.unexpected = [] if unexpected is None else unexpected  # the checkpoint has them, the model lacks them
+        self.sizes = {} if sizes is None else sizes  # name -> (checkpoint shape, model shape), tuples of ints
+        self.partition = partition  # a flat fp32 partition's elements: (saved, the load's)
 
     def __bool__(self) -> bool:
         return bool(self.missing or self.unexpected or self.sizes or self.partition)
 
 
-@dataclass(frozen=True)
-class Signal:
+class Signal(Frozen):
     """One thing the error's content says: a name (SIGNALS), optionally qualified by where it holds
     (`zero3_placeholder:checkpoint`, `missing:latest`), and the names and numbers it was read from."""
 
-    name: str
-    says: str  # one sentence with the names and numbers it read
-    facts: dict = field(default_factory=dict, hash=False, compare=False)
-    qualifier: str | None = None
+    _fields = ("name", "says", "facts", "qualifier")
+    _hidden = ("facts",)  # what it was read from: not part of what it says
 
-    def __post_init__(self):
-        if self.qualifier is None and isinstance(self.facts.get("side"), str):
-            object.__setattr__(self, "qualifier", self.facts["side"])
+    def __init__(self, name: str, says: str, facts: dict | None = None, qualifier: str | None = None):
+        self.name = name
+        self.says = says  # one sentence with the names and numbers it read
+        self.facts = {} if facts is None else facts
+        side = self.facts.get("side")
+        self.qualifier = side if qualifier is None and isinstance(side, str) else qualifier
 
     def holds(self, name: str, qualifier: str | None) -> bool:
         return self.name == name and (qualifier is None or self.qualifier == qualifier)
@@ -176,7 +180,7 @@ def _common_ratio(pairs) -> tuple[int, str, list[int]] | None:
     dims = set()
     for c, m in pairs:
         differ = _differs_in(c, m)
-        if len(differ) != 1:
+        if len(differ) != 1 or differ[0] < 0:  # several dimensions, or another number of them
             return None
         d = differ[0]
         small, big = sorted((c[d], m[d]))

@@ -12,7 +12,6 @@ import re
 from itertools import accumulate
 from typing import Callable
 
-from triage.analysis.facts import holds as holds_fact, of_incident, source as fact_source
 from triage.logs.incident import Incident, RaisedException
 from triage.classify.ceiling import ceiling
 from triage.kb.literal_scan import presence
@@ -122,6 +121,8 @@ class LogView:
     def facts(self, wanted) -> list[Evidence] | None:
         """Evidence that each (fact, qualifier) holds of the log's error content, or None. The
         analysis runs once per log, and only for a rule that asks."""
+        from triage.analysis.facts import holds as holds_fact, of_incident, source as fact_source
+
         if self._signals is None:
             self._signals = of_incident(self.incident)
         evidence = []
@@ -271,7 +272,8 @@ def _failure_lines(view: LogView) -> tuple[set[int], set[int]]:
 
 
 def score(rule: Rule, view: LogView, relax=None) -> Hypothesis | None:
-    if any(holds(cond, view) is not None for cond in rule.unless):
+    # An `unless` over facts is asked only of a rule that fired: most logs never need the analysis.
+    if any(holds(cond, view) is not None for cond in rule.unless if not cond.facts):
         return None
     best: Hypothesis | None = None
     for pattern in rule.patterns:
@@ -292,7 +294,7 @@ def score(rule: Rule, view: LogView, relax=None) -> Hypothesis | None:
             best.evidence.append(Evidence(line_no, text, why))
     if best is None and relax is not None:
         best = relax(rule, view)
-    if best is None:
+    if best is None or any(holds(cond, view) is not None for cond in rule.unless if cond.facts):
         return None
     return boosted(best, view)
 
@@ -342,11 +344,6 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
     # The exception check first: it reads a few parsed exceptions, while a line
     # condition searches the whole log, so most patterns stop before the search.
     found: list[Evidence] = []
-    if cond.facts:
-        said = view.facts(cond.facts)
-        if said is None:
-            return None
-        evidence.extend(said)
     if cond.exception_scoped:
         found = _exception_evidence(cond, view)
         if found is None:
@@ -359,6 +356,11 @@ def holds(cond: Conditions, view: LogView) -> list[Evidence] | None:
             where = "line of the failing run" if run_only else "line"
             evidence.append(Evidence(line.no, line.text.strip()[:300], f"{where} matches /{regex.pattern}/"))
     evidence.extend(found)
+    if cond.facts:  # last: what the error says is read only for a text the other conditions let through
+        said = view.facts(cond.facts)
+        if said is None:
+            return None
+        evidence.extend(said)
     return evidence
 
 

@@ -46,6 +46,8 @@ def relaxed(rule: Rule, view: LogView) -> Hypothesis | None:
                 continue
             if not view.says(cond.message, exc):
                 continue
+            if cond.facts and view.facts(cond.facts) is None:
+                continue  # what the error says is not what the pattern needs: no paste lacks that
             unshown = unshown_conditions(cond, exc, view)
             if not unshown:
                 continue
@@ -119,6 +121,8 @@ def _unshown(rule: Rule, hit, view: LogView) -> int | None:
             continue
         if exc is not None and cond.exception is not None and not view.raised_as(cond.exception, exc):
             continue
+        if cond.facts and view.facts(cond.facts) is None:
+            continue  # the text is the site's, what it says (a ratio, a placeholder) is not the pattern's
         unshown = len(cond.frames) + sum(c is not None for c in (cond.line, cond.run_line, cond.exit_code,
                                                                   cond.no_traceback, cond.ranks))
         best = unshown if best is None else min(best, unshown)

@@ -20,17 +20,11 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from triage.logs.facts import flat_partition, key_lists, size_mismatches
+
 # A rank label torchrun or the job may put before each line: "[rank0]: ", "0: ", "[default0]:".
 _PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:|\d+:) ?")
 _CONFIG_START = re.compile(r"print_user_config\]\s+json = \{\s*$", re.M)
-_KEYS = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"\n]*\"(?:, )?)+)")
-_SIZE = re.compile(r"size mismatch for ([^:\s]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
-                   r"checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)")
-_QUOTED = re.compile(r'"([^"\n]*)"')
-# torch's copy_ of a saved flat fp32 partition into the load's (ZeRO-1/2/3, the bf16 and fp16
-# optimizers): tensor a is the load's partition, tensor b the saved one.
-_PARTITION = re.compile(r"The size of tensor a \((\d{1,30})\) must match the size of tensor b \((\d{1,30})\)")
-MAX_DIM_DIGITS = 30  # a longer "dimension" is no shape (and int() refuses 4,300+ digits)
 MAX_CONFIG_LINES = 2000
 
 
@@ -67,25 +61,20 @@ def user_config(text: str) -> tuple[dict | None, int]:
 
 
 def model_claims(text: str) -> ModelClaims:
+    """torch's complaints in the log, read by the parser classify uses (triage.logs.facts)."""
     claims = ModelClaims()
-    for m in _KEYS.finditer(text):
-        names = _QUOTED.findall(m.group(2))
-        kind = claims.missing if m.group(1) == "Missing" else claims.unexpected
-        kind.extend(n for n in names if n not in kind)
-        claims.line = claims.line or text.count("\n", 0, m.start()) + 1
-    for m in _SIZE.finditer(text):
-        saved, model = _shape(m.group(2)), _shape(m.group(3))
-        if saved is None or model is None:
-            continue
-        claims.sizes.setdefault(m.group(1), (saved, model))
-        claims.line = min(claims.line or 1 << 62, text.count("\n", 0, m.start()) + 1)
-    m = _PARTITION.search(text)
-    if m and m.group(1) != m.group(2):
-        claims.partition = (int(m.group(2)), int(m.group(1)))
-        claims.line = min(claims.line or 1 << 62, text.count("\n", 0, m.start()) + 1)
+    offsets = []
+    for at, kind, names in key_lists(text):
+        target = claims.missing if kind == "Missing" else claims.unexpected
+        target.extend(n for n in names if n not in target)
+        offsets.append(at)
+    for at, name, saved, model in size_mismatches(text):
+        if isinstance(saved, list) and isinstance(model, list):  # a shape printed whole
+            claims.sizes.setdefault(name, (tuple(saved), tuple(model)))
+            offsets.append(at)
+    partition = flat_partition(text)
+    if partition:
+        claims.partition = partition[1:]
+        offsets.append(partition[0])
+    claims.line = text.count("\n", 0, min(offsets)) + 1 if offsets else 0
     return claims
-
-
-def _shape(text: str) -> tuple | None:
-    dims = [x for x in text.replace(" ", "").split(",") if x]
-    return None if any(len(x) > MAX_DIM_DIGITS for x in dims) else tuple(int(x) for x in dims)

@@ -125,6 +125,8 @@ def symptom(spec: dict) -> list[Span] | None:
         spans.append(f"{'; ' if spans else ''}a rank or the launcher exits with code {spec['exit_code']}{note}")
     if spec.get("no_traceback"):
         spans.append(f"{'; ' if spans else ''}no Python traceback in the log")
+    if spec.get("facts"):
+        spans += [f"{'; ' if spans else ''}what it says: "] + _joined([Code(f) for f in spec["facts"]], ", ")
     if not spans:
         return None
     if names and not message and not frames and not ({"line", "run_line", "exit_code", "no_traceback", "ranks"} & set(spec)):
@@ -224,6 +226,10 @@ def conditions(spec: dict) -> list[list[Span]]:
         out.append([f"a rank or the launcher exited with code {spec['exit_code']}{note}"])
     if "no_traceback" in spec:
         out.append(["the log holds no Python traceback" if spec["no_traceback"] else "the log holds a Python traceback"])
+    for fact in spec.get("facts", ()):
+        from triage.analysis.facts import KNOWN  # standard library only
+
+        out.append(["what the error says holds ", Code(fact), f" ({KNOWN[fact.partition(':')[0]]})"])
     return out
 
 
