@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from triage.chat import commands, questions, replies
+from triage.chat import commands, intent, questions, replies
 from triage.chat.reply import NUMBER, PATH, YES_NO, Ask, Reply, reply
+from triage.chat.pasted import PastedEvidence
 from triage.chat.session import LABELS, CommandRun, Session
 from triage.errors import TriageError
 from triage.logs.inputs import decode_log
@@ -34,7 +35,7 @@ LOG_LINE = re.compile(r'\s*(?:Traceback \(most recent call last\)|During handlin
 NEXT = "Next: /fix for the fix, /why N for the evidence, /verify for the checks, /export FILE for a report."
 
 
-class Conversation:
+class Conversation(PastedEvidence):
     def __init__(self, session: Session, style: Style | None = None, interactive: bool = True,
                  run_command: Callable[[str], CommandRun] | None = None):
         from triage.chat import readonly
@@ -50,9 +51,14 @@ class Conversation:
     def handle(self, message: str) -> Reply:
         text = message.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
         line = text.strip()
-        found = commands.lookup(line)
+        found = commands.lookup(line) or commands.lookup(intent.command_word(line) or "")
         if found is not None:
             return self._command(*found)
+        if intent.is_question(line):  # asked, not answered: what to do next, never a path or log text
+            self.session.asked.clear()
+            return reply("To decide between the causes:") + self.next_step() if self.session.report else \
+                reply("Paste the failing job's log (or its traceback) first: I rank the causes, then ask for the "
+                      "one output that tells them apart.")
         if self.pending is not None and "\n" not in line and not LOG_LINE.match(line):
             return self._answer(line)
         if not line:
@@ -115,8 +121,17 @@ class Conversation:
         return self._set(fact, value)
 
     def _set(self, fact: str, value, then: Callable[[], Reply] | None = None) -> Reply:
-        self.session.set_fact(fact, value)
+        session = self.session
+        before = {h.rule.id: (d.status if d else None) for h, d in session.ranked()}
+        session.set_fact(fact, value)
         said = reply(f"{LABELS[fact].capitalize()}: {value}.")
+        if session.evidence and session.report is not None and not session.facts.get("ckpt"):
+            # decided on pasted evidence: decide again with the new fact, and say what changed
+            try:
+                session.decide_on_evidence()
+                said = said + reply(*replies.changes(session, before))
+            except TriageError as exc:
+                said = said + reply(f"error: {exc.message}")
         return said + (then() if then else self.next_step())
 
     def ask_fact(self, fact: str, then: Callable[[], Reply] | None = None) -> Reply:
@@ -138,6 +153,11 @@ class Conversation:
     # ------------------------------------------------------------------ the log and what follows
 
     def _log(self, text: str) -> Reply:
+        from triage import evidence
+
+        items = evidence.read(text)
+        if evidence.has_evidence(items):
+            return self.read_evidence(items)
         try:
             log = decode_log(text.encode("utf-8", errors="replace"), "the paste")
         except TriageError as exc:
@@ -156,6 +176,13 @@ class Conversation:
                          if session.facts.get("ckpt") else "")
         if not session.report.is_checkpoint_failure:
             return Reply()
+        deciding = self._deciding()
+        if self.interactive and deciding and questions.next_question(session) \
+                and questions.next_question(session).fact == "ckpt":
+            # one question, two ways to answer: the path here, or the output of the command there
+            return reply(deciding.text(), "Or, if the checkpoint is on this machine:") + self.ask_fact("ckpt")
+        if deciding:
+            return reply(deciding.text(), "(If the checkpoint is on this machine, /set ckpt PATH probes it here.)")
         if self.interactive:
             q = questions.next_question(session)
             if q is not None:
@@ -192,9 +219,16 @@ class Conversation:
         return reply(*lines, NEXT)
 
     def run_now(self, command: str) -> Reply:
+        from triage import evidence
+
         run = self.run_command(command)
         self.session.commands.append(run)
-        return reply(*replies.command_run(run))
+        out = reply(*replies.command_run(run))
+        # its output is evidence like a paste: without a checkpoint here, it updates the ranking
+        items = [i for i in evidence.read(f"$ {command}\n{run.output}") if i.kind != "log"]
+        if items and run.returncode == 0 and not self.session.facts.get("ckpt"):
+            return out + self.read_evidence(items)
+        return out
 
     # ------------------------------------------------------------------ for the shells
 

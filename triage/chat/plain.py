@@ -22,7 +22,7 @@ def run_plain(conversation: Conversation, data: bytes, write: Callable[[str], No
     head = "\n".join(lines[:first])
     if head.strip():
         log = LogText(head, whole.source, whole.size, whole.truncated, whole.decode_errors)
-        write(conversation.read_log(log).text)
+        write(conversation.read_paste(log).text)  # command output pasted with it is evidence
     for line in lines[first:]:
         if not line.strip():
             continue

@@ -189,6 +189,26 @@ def facts(session: Session) -> list[str]:
     return out
 
 
+def evidence_line(item) -> str:
+    """What a pasted output was read as, in a few words."""
+    facts = item.facts
+    if item.kind == "listing":
+        return f"{item.label()}: {len(facts['entries'])} paths"
+    shown = ", ".join(f"{k} {v}" for k, v in facts.items() if isinstance(v, (str, int)) and v is not None)
+    return f"{item.label()}" + (f" ({shown})" if shown else "")
+
+
+def changes(session: Session, before: dict) -> list[str]:
+    """What the evidence changed in the ranking: each cause whose status moved."""
+    out = []
+    for number, (h, decision) in enumerate(session.ranked(), start=1):
+        now = decision.status if decision else None
+        was = STATUS[before[h.rule.id]][0] if before.get(h.rule.id) else "open"
+        if now is not None and was != STATUS[now][0]:
+            out.append(f"  {h.rule.id}: {was} -> {STATUS[now][0]}")
+    return (["What changed:"] + out) if out else ["Nothing changed in the ranking."]
+
+
 def command_run(run) -> list[str]:
     out = [f"$ {run.command}"]
     out += [f"  {line}" for line in run.output.rstrip("\n").splitlines()] or ["  (no output)"]

@@ -14,7 +14,7 @@ from triage.cli.output import Parser, _columns, add_common_options
 from triage.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, TriageError
 
 SUBCOMMANDS = ("classify", "probe", "triage", "eval", "rules", "runbook", "repair", "verify", "manifest", "inspect", "chat",
-               "stream", "serve", "batch", "completion")
+               "stream", "serve", "batch", "completion", "collect")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

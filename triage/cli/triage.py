@@ -74,7 +74,11 @@ def _from_evidence(args, log, classify, rules):
     from triage.logs.inputs import read_log
     from triage.probe.report import triage
 
-    items = [item for name in args.evidence for item in evidence.read(read_log(name).text)]
+    items = []
+    for name in args.evidence:
+        for item in evidence.read(read_log(name).text):
+            item.source = "stdin" if name == "-" else name
+            items.append(item)
     if not evidence.has_evidence(items):
         raise BadInput("--evidence: no command output recognised in " + ", ".join(args.evidence)
                        + " (ls -la, find, tree, stat, cat latest, id, namei -l, pip show, a ds_config, ...)")

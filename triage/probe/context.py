@@ -39,6 +39,11 @@ class ProbeContext:
     def listing(self) -> TagListing | None:
         return self.ckpt.listing()
 
+    def run_probe(self, module):
+        """One check (a module of probe/checks/) on this context; an evidence-only context answers the
+        checks that need the disk from pasted output instead (triage/evidence/virtual.py)."""
+        return module.probe(self)
+
     def shard_path(self, name: str) -> str:
         return os.path.join(self.ckpt.tag_dir, name)
 

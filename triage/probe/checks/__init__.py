@@ -32,7 +32,7 @@ def run(ctx: ProbeContext, names=ORDER) -> dict[str, ProbeResult]:
     for name in dict.fromkeys(wanted):
         if name in ORDER or name in ON_REQUEST or name in DEEP or name == REPRODUCE:
             module = importlib.import_module(f"triage.probe.checks.{name}")
-            results[name] = module.probe(ctx)
+            results[name] = ctx.run_probe(module)
         else:
             results[name] = not_implemented(name)
         ctx.results[name] = results[name]

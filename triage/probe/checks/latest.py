@@ -68,7 +68,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         if not text:
             signals.append("latest_dangling")
             evidence.append(f"{latest.path} is empty")
-        elif not os.path.isdir(os.path.join(ckpt.root, text)):
+        elif ckpt.has_tag_dir(text) is None:  # a checkpoint known from a listing that did not show the root
+            complete = False
+            context.append(f"`latest` names {confine.shown(text)}; whether {ckpt.root} holds it was not shown")
+        elif not ckpt.has_tag_dir(text):
             signals.append("latest_dangling")
             evidence.append(f"`latest` names {confine.shown(text)}, but no such tag dir exists in {ckpt.root}")
         else:
