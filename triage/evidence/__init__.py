@@ -13,37 +13,49 @@ same checks run on, the rest the load's settings (target) and the host's (probes
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-
-from triage.evidence import content, listing, software, system
+from triage.record import Record
 
 # A shell prompt before a command the chat asks for: `$ ls -la x`, `user@host:~$ id`, `# namei -l x`.
 PROMPT = re.compile(r"^\s*(?:\(\S+\)\s)?(?:[\w.\-]+@[\w.\-]+(?::[^$#\s]*)?\s?)?[$#%]\s+(?P<command>"
                     r"(?:ls|find|tree|du|stat|cat|head|id|whoami|namei|findmnt|mount|pip3?|python3?|ds_report|"
                     r"nvidia-smi|free|dmesg|journalctl|sudo)\b.*)$")
 
-# kind -> (what it is, in words; parser). Order matters: the more specific shapes first.
-KINDS = (
-    ("stat", "stat", listing.stat), ("tree", "tree", listing.tree), ("namei", "namei -l", system.namei),
-    ("ls", "ls -l", None), ("find", "find", listing.find), ("du", "du", listing.du),
-    ("identity", "id", system.identity), ("mounts", "findmnt/mount", system.mounts),
-    ("memory", "free", system.memory), ("gpus", "nvidia-smi", system.gpus), ("oom", "dmesg (OOM killer)", system.oom_kills),
-    ("versions", "pip show", software.pip_show), ("versions", "pip list", software.pip_list),
-    ("versions", "ds_report", software.ds_report), ("config", "a ds_config", software.config),
-    ("head", "head -c", content.head), ("keys", "torch.load keys", content.keys),
-    ("latest", "cat latest", content.latest), ("versions", "a release number", software.release),
-)
+def kinds() -> tuple:
+    """kind -> (what it is, in words; parser). Order matters: the more specific shapes first. Built on
+    first use: the parsers are imported only when a paste is read (classify imports this package for
+    its deciding question alone)."""
+    from triage.evidence import content, listing, software, system
+
+    return (
+        ("stat", "stat", listing.stat), ("tree", "tree", listing.tree), ("namei", "namei -l", system.namei),
+        ("ls", "ls -l", None), ("find", "find", listing.find), ("du", "du", listing.du),
+        ("identity", "id", system.identity), ("mounts", "findmnt/mount", system.mounts),
+        ("memory", "free", system.memory), ("gpus", "nvidia-smi", system.gpus),
+        ("oom", "dmesg (OOM killer)", system.oom_kills),
+        ("versions", "pip show", software.pip_show), ("versions", "pip list", software.pip_list),
+        ("versions", "ds_report", software.ds_report), ("config", "a ds_config", software.config),
+        ("head", "head -c", content.head), ("keys", "torch.load keys", content.keys),
+        ("latest", "cat latest", content.latest), ("versions", "a release number", software.release),
+    )
+
+
 LISTING_KINDS = ("stat", "tree", "ls", "find", "du")
 
 
-@dataclass
-class Evidence:
-    kind: str  # listing, namei, identity, mounts, memory, gpus, oom, versions, config, head, keys, latest, log
-    what: str  # the command that printed it, in words ("ls -l", "pip show")
-    text: str  # the lines it was read from
-    command: str = ""  # the command line, when the paste showed it
-    facts: dict = field(default_factory=dict)  # listing: {"entries": [listing.Entry]}; the others: their facts
-    source: str = ""  # the file it was read from (`triage --evidence FILE`), when not a paste
+class Evidence(Record):
+    """One pasted output, read by its shape. A Record, not a dataclass: `classify` imports this package
+    for its deciding question, and classify never pays for dataclasses (triage/record.py)."""
+
+    _fields = ("kind", "what", "text", "command", "facts", "source")
+
+    def __init__(self, kind: str, what: str, text: str, command: str = "", facts: dict | None = None,
+                 source: str = ""):
+        self.kind = kind  # listing, namei, identity, mounts, memory, gpus, oom, versions, config, head, keys, latest, log
+        self.what = what  # the command that printed it, in words ("ls -l", "pip show")
+        self.text = text  # the lines it was read from
+        self.command = command  # the command line, when the paste showed it
+        self.facts = {} if facts is None else facts  # listing: {"entries": [listing.Entry]}; the others: their facts
+        self.source = source  # the file it was read from (`triage --evidence FILE`), when not a paste
 
     def label(self) -> str:
         said = f"`{self.command}`" if self.command else f"the pasted {self.what} output"
@@ -78,11 +90,13 @@ def _blocks(text: str) -> list[tuple[str, list[str]]]:
 
 
 def _read_block(command: str, lines: list[str]) -> list[Evidence]:
+    from triage.evidence import listing  # only when a paste is read
+
     left = list(range(len(lines)))  # indices not yet claimed
     out: list[Evidence] = []
     entries: list[listing.Entry] = []
     tools: list[str] = []
-    for kind, what, parse in KINDS:
+    for kind, what, parse in kinds():
         rest = [lines[i] for i in left]
         if not any(line.strip() for line in rest):
             break
@@ -112,6 +126,8 @@ def _read_block(command: str, lines: list[str]) -> list[Evidence]:
 
 def _latest_before_listing(lines: list[str], left: list[int], out: list[Evidence]) -> list[int]:
     """`cat latest; echo; ls -la ...` pasted after a log: the tag name just above the listing."""
+    from triage.evidence import content
+
     if any(e.kind == "latest" for e in out):
         return left
     for i in left:

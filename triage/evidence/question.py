@@ -10,7 +10,8 @@ evidence already pasted, and never asks for a fact either one gave. Used by the 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+
+from triage.record import Record
 
 PHASES = ("path", "permission", "integrity", "version", "config")
 PHASE_OF = {"missing_file": "path", "partial_checkpoint": "path", "permission_denied": "permission",
@@ -42,13 +43,15 @@ MEANS = {
 }
 
 
-@dataclass
-class Question:
-    command: str
-    phase: str
-    kind: str  # the evidence kind the answer is read as
-    means: list[str] = field(default_factory=list)  # "if it shows X: Y"
-    placeholders: list[str] = field(default_factory=list)  # what CKPT / TAG stand for, when not known
+class Question(Record):
+    _fields = ("command", "phase", "kind", "means", "placeholders")
+
+    def __init__(self, command: str, phase: str, kind: str, means: list[str] | None = None,
+                 placeholders: list[str] | None = None):
+        self.command, self.phase = command, phase
+        self.kind = kind  # the evidence kind the answer is read as
+        self.means = [] if means is None else means  # "if it shows X: Y"
+        self.placeholders = [] if placeholders is None else placeholders  # what CKPT / TAG stand for, when not known
 
     def text(self) -> str:
         lines = ["To tell these causes apart, run this where the checkpoint is, as the job's user, and paste "
