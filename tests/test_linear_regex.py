@@ -136,6 +136,7 @@ SOURCE_REGEXES = {
     "triage.probe.target.LOG_LOAD_DIR": "search",
     "triage.probe.target.LOG_LOAD_TAG": "search",
     "triage.probe.target.LOG_DP": "search",
+    "triage.probe.checks.reproduce._NO_RUNTIME": "search",
     "triage.probe.target.LOG_MP": "search",
     "triage.probe.target.LOG_DS_VERSION": "search",
     "triage.probe.target.LOG_BF16": "search",
