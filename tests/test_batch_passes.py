@@ -27,7 +27,7 @@ RULES = str(ROOT / "rules")
 def passes(paths, fmt="fluentbit"):
     """(incidents, the second pass's plan) of batch over these files, in this order."""
     rows = [(f"file:{p}", None) for p in paths]
-    setup = ((fmt, None, None), Limits(), RULES, None)
+    setup = ((fmt, None, None), Limits(), RULES, (), None)
     items = list(tasks.first_pass(setup, rows))
     facts = plan.gather(item for item in items if item[0] != "incident")
     found = [item[1] for item in items if item[0] == "incident"]

@@ -15,7 +15,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -53,8 +52,17 @@ def saves() -> Path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "triage", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+    """The command run in this process (78 of them: an interpreter start and the imports each would
+    cost about a minute of the suite), its stdout and stderr captured as a subprocess's would be."""
+    import contextlib
+    import io
+
+    from triage.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(["ds-triage", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.mark.parametrize("name", worker.names())

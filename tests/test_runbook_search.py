@@ -38,7 +38,7 @@ QUERIES = [
     ("zero_stage_mismatch", "category:zero_stage_mismatch", {"DS-Z001", "DS-Z002", "DS-Z003"}),
     ("bare assertion check_ckpt_list", "DS-F001", {"DS-Z001", "DS-Z002"}),
     ("killed -9", "DS-R002", set()),
-    ("Missing key(s)", "DS-M001", {"DS-H001", "DS-M003"}),
+    ("Missing key(s)", "DS-M001", {"DS-H001", "DS-H005", "DS-V005"}),  # adapters, a tied head, buffers
     # the same, as people also type them
     ("ds-z001", "DS-Z001", set()),
     ("permission_denied", "category:permission_denied", {"DS-A001"}),
