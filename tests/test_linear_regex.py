@@ -117,6 +117,7 @@ SOURCE_REGEXES = {
     "triage.analysis.error_facts._NOT_DIR": "search",
     "triage.analysis.error_facts._IS_DIR": "search",
     "triage.analysis.error_facts._KINDS": "search",
+    "triage.analysis.shard_names.SHARD_PATTERNS": "match",  # a listing's names, and a path an error names
     "triage.analysis.error_facts._CLASS": "search",
     "triage.analysis.error_facts._MODULE": "search",
     "triage.analysis.error_facts._TRUNCATED": "search",
@@ -223,7 +224,6 @@ NOT_LOG_TEXT = {
     "triage.kb.site_walk.COLLECTING": "variable names in the catalogued source",
     "triage.classify.partial._REGEX_SYNTAX": "rule regexes",
     "triage.kb.validate._FUNCTION_REF": "a rule's reference",
-    "triage.probe.checkpoint.SHARD_PATTERNS": "file names in a checkpoint directory",
     "triage.probe.framework_files.TORCH_SAVED": "file names in a checkpoint directory",
     "triage.probe.framework_files.SAFETENSORS": "file names in a checkpoint directory",
     "triage.probe.checkpoint.HF_CHECKPOINT": "directory names",

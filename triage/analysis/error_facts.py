@@ -33,13 +33,14 @@ _PATH_MISSING = re.compile(r"(?:No such file or directory|does not exist|not fou
 _THEN_MISSING = re.compile(r" (?:doesn't|does not|did not) exist")
 _NOT_DIR = re.compile(r"\[Errno 20\] Not a directory|NotADirectoryError")
 _IS_DIR = re.compile(r"\[Errno 21\] Is a directory|IsADirectoryError")
-# (kind, basename pattern), most specific first
+# a shard's kind (triage/analysis/shard_names.py) -> the `missing:` qualifier that names it
+_SHARD_KINDS = {"zero3_model": "zero_model_states", "model": "model_states", "optim": "optim_states",
+                "layer": "layer_file", "expert": "model_states", "expert_optim": "optim_states"}
+# (kind, basename pattern) for the rest, most specific first
 _KINDS = (
     ("latest", re.compile(r"^latest(?:_universal)?$")),
-    ("zero_model_states", re.compile(r"^zero_pp_rank_\d+_mp_rank_\d+_model_states\.pt$")),
-    ("optim_states", re.compile(r"^(?:bf16_)?zero_pp_rank_(?P<rank>\d+)_mp_rank_\d+_optim_states\.pt$|_optim_states\.pt$")),
-    ("model_states", re.compile(r"^mp_rank_\d+_model_states\.pt$|_model_states\.pt$")),
-    ("layer_file", re.compile(r"^layer_\d+-model_")),
+    ("optim_states", re.compile(r"_optim_states\.pt$")),  # a name DeepSpeed's globs would take, not its own
+    ("model_states", re.compile(r"_model_states\.pt$")),
     ("universal", re.compile(r"^(?:fp32|exp_avg|exp_avg_sq|step|optimizer_state)\.pt$")),
     ("tag_dir", re.compile(r"^global_step\d+/?$")),
     ("framework", re.compile(r"^(?:checkpoint-\d+|trainer_state\.json|optimizer\.pt|scheduler\.pt|scaler\.pt|"
@@ -116,12 +117,16 @@ def _path_before(text: str) -> str | None:
 
 def which_file(path: str) -> tuple[str, dict]:
     """The kind of checkpoint file a path names (FACTS["missing"]), and its rank where it has one."""
+    from triage.analysis.shard_names import match_name
+
     base = path.rstrip("/").rsplit("/", 1)[-1] + ("/" if path.endswith("/") else "")
+    shard = match_name(base)
+    if shard is not None:
+        kind, numbers = shard
+        return _SHARD_KINDS[kind], ({"rank": int(numbers["dp"])} if kind == "optim" else {})
     for kind, pattern in _KINDS:
-        match = pattern.search(base)
-        if match:
-            rank = match.groupdict().get("rank")
-            return kind, ({"rank": int(rank)} if rank else {})
+        if pattern.search(base):
+            return kind, {}
     if "/zero/" in path:
         return "universal", {}
     return "other", {}

@@ -18,15 +18,8 @@ from triage.probe import confine
 LATEST_MAX_BYTES = 4096
 TAG_MAX_CHARS = 255  # a directory name (NAME_MAX)
 
-# File name -> kind, for the files DeepSpeed writes into a tag dir.
-SHARD_PATTERNS = (
-    ("zero3_model", re.compile(r"^zero_pp_rank_(?P<dp>\d+)_mp_rank_(?P<mp>\d+)_model_states\.pt$")),
-    ("model", re.compile(r"^mp_rank_(?P<mp>\d+)_model_states\.pt$")),
-    ("optim", re.compile(r"^(?P<bf16>bf16_)?zero_pp_rank_(?P<dp>\d+)_mp_rank_(?P<mp>\d+)_?optim_states\.pt$")),
-    ("layer", re.compile(r"^layer_(?P<layer>\d+)(?:-(?P<repr>[a-z]+_\d+(?:-[a-z]+_\d+)*))?-model_states\.pt$")),
-    ("expert", re.compile(r"^(?:layer_(?P<layer>\d+)_)?expert_(?P<expert>\d+)_mp_rank_(?P<mp>\d+)_model_states\.pt$")),
-    ("expert_optim", re.compile(r"^expp_rank_(?P<ep>\d+)_mp_rank_(?P<mp>\d+)_optim_states\.pt$")),
-)
+# File name -> kind, for the files DeepSpeed writes into a tag dir (one table: classify reads it too).
+from triage.analysis.shard_names import SHARD_PATTERNS, match_name  # noqa: E402,F401
 HF_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 HF_WEIGHTS = ("pytorch_model.bin", "model.safetensors", "adapter_model.safetensors", "adapter_model.bin",
               "pytorch_model.bin.index.json", "model.safetensors.index.json", "trainer_state.json")
@@ -44,13 +37,12 @@ class ShardName:
 
 
 def parse_name(name: str) -> ShardName | None:
-    for kind, pattern in SHARD_PATTERNS:
-        m = pattern.match(name)
-        if m:
-            g = m.groupdict()
-            return ShardName(name, kind, _int(g.get("dp")), _int(g.get("mp")), bool(g.get("bf16")),
-                             _int(g.get("layer")), g.get("repr"))
-    return None
+    found = match_name(name)
+    if found is None:
+        return None
+    kind, g = found
+    return ShardName(name, kind, _int(g.get("dp")), _int(g.get("mp")), bool(g.get("bf16")),
+                     _int(g.get("layer")), g.get("repr"))
 
 
 def _int(value) -> int | None:
