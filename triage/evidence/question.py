@@ -85,12 +85,15 @@ def deciding(categories: list[str], target=None, seen: set | None = None, ckpt: 
 
 def for_report(report, log_text: str) -> Question | None:
     """The deciding question for a classification alone (`classify`'s "to decide, run: ...")."""
-    from triage.probe.target import from_args
-
     if not report.hypotheses or not report.is_checkpoint_failure:
         return None
+    categories = [h.rule.category for h in report.hypotheses[:3]]
+    if len({c for c in categories if c != "unknown"}) < 2:
+        return None  # one cause: nothing to decide, and no need to read the log again (deciding's own test)
+    from triage.probe.target import from_args  # the probe's reading of the log: ~20 ms, only when asked
+
     target = from_args(None, None, None, log_text)
-    return deciding([h.rule.category for h in report.hypotheses[:3]], target, set(),
+    return deciding(categories, target, set(),
                     report.facts.get("ckpt") or target.load_dir, report.facts.get("tag") or target.load_tag)
 
 
