@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import posixpath
-import shlex
 
 # Unknown facts stay shell variables the user can export before pasting.
 PLACEHOLDERS = {"ckpt": '"$CKPT"', "tag": '"$TAG"', "config": '"$DS_CONFIG"'}
 
 
 def render(template: str, facts: dict[str, str | None]) -> str:
+    from shlex import quote  # here: only a report with a command to fill pays its import
+
     values = {
-        name: shlex.quote(facts[name]) if facts.get(name) else placeholder
+        name: quote(facts[name]) if facts.get(name) else placeholder
         for name, placeholder in PLACEHOLDERS.items()
     }
     return template.format_map(values)  # str.format's syntax; string.Formatter costs an import

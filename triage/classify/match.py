@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import re
 from itertools import accumulate
-from typing import Callable
+from collections.abc import Callable
 
 from triage.logs.incident import Incident, RaisedException
 from triage.classify.ceiling import ceiling

@@ -23,7 +23,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="ds-triage",
         description="Diagnose DeepSpeed checkpoint-loading failures. Exit codes: each subcommand's --help.",
-        epilog=help_text(_columns()),
+        epilog=lambda: help_text(_columns()),
     )
     parser.add_argument("-V", "--version", action="version", version=f"ds-triage {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
