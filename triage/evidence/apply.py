@@ -54,7 +54,9 @@ def deciding(result, probed) -> list[str]:
     items = getattr(ctx, "evidence", [])
     probes = {s.split(".", 1)[0] for s in probed.decision.signals}
     kinds = {k for p in probes for k in READS.get(p, ())}
-    return list(dict.fromkeys(item.label() for item in items if item.kind in kinds))
+    # a config that showed no ds_config (trainer_state.json, one naming its file) decided nothing
+    return list(dict.fromkeys(item.label() for item in items if item.kind in kinds
+                              and (item.kind != "config" or item.facts.get("config") is not None)))
 
 
 def to_json(result) -> dict:

@@ -4,6 +4,7 @@ accelerate config (JSON or YAML). Parsers return (facts, claimed line indices) o
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
@@ -17,7 +18,10 @@ RELEASE = re.compile(r"^v?\d+\.\d+(?:\.\d+)?(?:[+.\-][\w.+]*|[a-z][\w.+]*)?$")
 PIP_FIELD = re.compile(r"^(?:Summary|Home-page|Author|Author-email|License|Location|Editable project location|"
                                r"Requires|Required-by|Metadata-Version|Classifier|Project-URL):")
 TORCH_VERSION = re.compile(r"\btorch\.__version__")
-ACCELERATE = re.compile(r"^distributed_type:[ \t]*DEEPSPEED[ \t]*$", re.M)
+ACCELERATE_YAML = re.compile(r"^distributed_type:[ \t]*\S", re.M)
+ACCELERATE_KEYS = ("compute_environment", "distributed_type")  # every config accelerate writes has both
+TRAINER_ARGS = ("output_dir", "per_device_train_batch_size", "deepspeed")  # TrainingArguments.to_dict()
+TRAINER_STATE = ("global_step", "log_history", "best_model_checkpoint")  # TrainerState.save_to_json
 PACKAGES = {"deepspeed": "ds_version", "torch": "torch_version", "transformers": "transformers_version",
             "accelerate": "accelerate_version"}
 DS_KEYS = ("zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
@@ -81,37 +85,89 @@ def release(lines: list[str], command: str = ""):
 
 
 def config(lines: list[str], command: str = ""):
-    """A ds_config (JSON), a Trainer's TrainingArguments JSON naming one, or accelerate's YAML."""
+    """A ds_config (JSON), a Trainer's TrainingArguments JSON (`args.to_json_string()`), a checkpoint's
+    trainer_state.json, or an accelerate config (YAML, or the JSON `accelerate config default` writes).
+    facts["config"] is the ds_config the load runs with, as far as the paste shows it, else None: a
+    stage or precision the paste does not show is never assumed (a missing zero_optimization would
+    read as stage 0)."""
     text = "\n".join(lines).strip()
     if text.startswith("{"):
         try:
             data = json.loads(text)
         except ValueError:
             return None
-        if isinstance(data, dict) and isinstance(data.get("deepspeed"), dict):
-            data = data["deepspeed"]
-        if isinstance(data, dict) and any(k in data for k in DS_KEYS):
-            return {"config": data}, list(range(len(lines)))
-        return None
-    if ACCELERATE.search(text) and "deepspeed_config:" in text:
-        return _accelerate(text), list(range(len(lines)))
+        facts = _json_config(data) if isinstance(data, dict) else None
+    else:
+        facts = _accelerate(text) if ACCELERATE_YAML.search(text) else None
+    return (facts, list(range(len(lines)))) if facts is not None else None
+
+
+def _json_config(data: dict) -> dict | None:
+    if all(k in data for k in TRAINER_STATE):  # its train_batch_size is the Trainer's, not DeepSpeed's
+        return {"config": None, "source": "trainer_state.json", "global_step": data.get("global_step")}
+    if all(k in data for k in TRAINER_ARGS):
+        return _trainer(data)
+    if all(k in data for k in ACCELERATE_KEYS):
+        return _accelerate_settings(data)
+    if isinstance(data.get("deepspeed"), dict):
+        data = data["deepspeed"]
+    if any(k in data for k in DS_KEYS):
+        return {"config": data, "source": "ds_config"}
     return None
 
 
-def _accelerate(text: str) -> dict:
-    """accelerate's config: its deepspeed_config section as the ds_config settings it stands for."""
+def _trainer(args: dict) -> dict:
+    """TrainingArguments: its `deepspeed` is the ds_config (a dict, or a path the paste does not show).
+    Its "auto" precision is the Trainer's bf16/fp16, as HfTrainerDeepSpeedConfig.trainer_config_process
+    fills it (fill_match: only "auto" is replaced; a section the config lacks stays absent)."""
+    ds = args.get("deepspeed")
+    facts: dict = {"config": None, "source": "TrainingArguments", "config_file": ds if isinstance(ds, str) else None}
+    if isinstance(ds, dict):
+        config = copy.deepcopy(ds)
+        for name in ("fp16", "bf16"):
+            section = config.get(name)
+            if isinstance(section, dict) and section.get("enabled") == "auto":
+                section["enabled"] = bool(args.get(name) or args.get(f"{name}_full_eval"))
+        facts["config"] = config
+    elif ds is None:
+        facts["deepspeed"] = False  # the Trainer runs without DeepSpeed
+    return facts
+
+
+def _accelerate(text: str) -> dict | None:
     import yaml
 
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
-        return {"config": {}}
-    section = data.get("deepspeed_config") if isinstance(data, dict) else None
-    section = section if isinstance(section, dict) else {}
-    config: dict = {}
-    if isinstance(section.get("zero_stage"), int):
-        config["zero_optimization"] = {"stage": section["zero_stage"]}
-    precision = data.get("mixed_precision") if isinstance(data, dict) else None
-    if precision in ("bf16", "fp16"):
+        return None
+    return _accelerate_settings(data) if isinstance(data, dict) and all(k in data for k in ACCELERATE_KEYS) else None
+
+
+def _accelerate_settings(data: dict) -> dict:
+    """accelerate's config as the ds_config its DeepSpeedPlugin builds (accelerate/utils/dataclasses.py:
+    zero_stage, offload devices and gradient_accumulation_steps; set_mixed_precision turns bf16 and fp8
+    into bf16.enabled, fp16 into fp16.enabled). With a deepspeed_config_file the settings are that
+    file's, which the paste does not show."""
+    facts: dict = {"config": None, "source": "accelerate", "distributed_type": data.get("distributed_type")}
+    section = data.get("deepspeed_config")
+    if data.get("distributed_type") != "DEEPSPEED" or not isinstance(section, dict):
+        return facts
+    if section.get("deepspeed_config_file") not in (None, "none"):
+        facts["config_file"] = section["deepspeed_config_file"]
+        return facts
+    stage = section.get("zero_stage")
+    if not isinstance(stage, int) or isinstance(stage, bool):
+        return facts
+    zero: dict = {"stage": stage}
+    for key, name in (("offload_optimizer_device", "offload_optimizer"), ("offload_param_device", "offload_param")):
+        if isinstance(section.get(key), str):
+            zero[name] = {"device": section[key]}
+    config: dict = {"zero_optimization": zero}
+    if isinstance(section.get("gradient_accumulation_steps"), int):
+        config["gradient_accumulation_steps"] = section["gradient_accumulation_steps"]
+    precision = {"bf16": "bf16", "fp8": "bf16", "fp16": "fp16"}.get(data.get("mixed_precision"))
+    if precision:
         config[precision] = {"enabled": True}
-    return {"config": config, "config_file": section.get("deepspeed_config_file")}
+    facts["config"] = config
+    return facts

@@ -17,9 +17,17 @@ FREE_HEAD = re.compile(r"^\s+total\s+used\s+free\s+shared\s+buff/cache\s+availab
 FREE_MEM = re.compile(r"^Mem:\s+(?P<total>[\d.,]+[KMGTPi]*)\s+(?P<used>[\d.,]+[KMGTPi]*)\s+(?P<free>[\d.,]+[KMGTPi]*)")
 SMI_HEAD = re.compile(r"NVIDIA-SMI \d+(?:\.\d+)*")
 SMI_MEMORY = re.compile(r"(?<!\d)(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB")
-# mm/oom_kill.c: "%s: Killed process %d (%s)" after "Out of memory" or "Memory cgroup out of memory", beside
-# every oom-kill: line
-OOM = re.compile(r"(?:[Oo]ut of memory: Killed process (?P<pid>\d+) \((?P<comm>[^()]*)\)|(?<!\S)(?P<who>\S+) invoked oom-killer)")
+# The kernel's OOM report (mm/oom_kill.c): dump_header's "%s invoked oom-killer: gfp_mask=..." opens it,
+# __oom_kill_process's "%s: Killed process %d (%s) total-vm:..." closes it, its message "Out of memory" or
+# "Memory cgroup out of memory" (a cgroup's limit, not the host's memory; kernels before 4.19 print the
+# kill without it). The lines between (call trace, memory stats, the task table) are the same report.
+OOM_START = re.compile(r"(?<!\S)\S+ invoked oom-killer:")
+OOM_KILLED = re.compile(r"(?:(?P<scope>Memory cgroup out of memory|Out of memory)(?: \([^()]*\))?: )?Killed process "
+                        r"(?P<pid>\d+) \((?P<comm>[^()]*)\)(?P<vm> total-vm:)?")
+# mm/memcontrol.c mem_cgroup_print_oom_context: the "oom-kill:constraint=..." line goes on with
+# ",oom_memcg=PATH" when a cgroup's limit was hit, ",global_oom" when the host's memory ran out
+OOM_MEMCG = re.compile(r",oom_memcg=(?P<memcg>[^,\s]+)")
+OOM_SPAN = 2000  # lines from a report's first line to its kill: a task table of that many processes
 NFS_TYPES = ("nfs", "nfs4", "cifs", "smb3", "fuse.sshfs", "lustre", "gpfs", "beegfs")
 UNIT_SUFFIX = re.compile(r"[KMGTP]i?$")
 
@@ -115,12 +123,22 @@ def gpus(lines: list[str], command: str = ""):
 
 
 def oom_kills(lines: list[str], command: str = ""):
-    """The kernel's OOM killer (`dmesg`, `journalctl -k`): which process it killed."""
-    kills, claimed = [], []
+    """The kernel's OOM killer (`dmesg`, `dmesg -T`, `journalctl -k`, or grepped): which process it
+    killed, and whether a cgroup's memory limit or the host's memory ran out. Every line of a report
+    is claimed, so its call trace and memory stats are not read as the job's log."""
+    kills, claimed, start, memcg = [], set(), None, None
     for i, line in enumerate(lines):
-        m = OOM.search(line)
-        if m:
-            claimed.append(i)
-            if m["comm"]:
-                kills.append({"pid": m["pid"], "process": m["comm"], "line": line.strip()})
-    return ({"oom_kills": kills}, claimed) if kills else None
+        if OOM_START.search(line):
+            start = i
+        m = OOM_MEMCG.search(line)
+        memcg = m["memcg"] if m else memcg
+        m = OOM_KILLED.search(line)
+        if m is None or not (m["scope"] or m["vm"]):  # the kernel's words beside it, not any "Killed process"
+            continue
+        cgroup = memcg is not None or (m["scope"] or "").startswith("Memory cgroup")
+        limit = f"memory cgroup {memcg or ''}".rstrip() if cgroup else "host" if m["scope"] else None
+        kills.append({"pid": m["pid"], "process": m["comm"], "line": line.strip(), "limit": limit})
+        first = start if start is not None and i - start <= OOM_SPAN else i
+        claimed.update(range(first, i + 1))
+        start = memcg = None
+    return ({"oom_kills": kills}, sorted(claimed)) if kills else None
