@@ -28,9 +28,10 @@ ARCHIVES = CORPUS / "checkpoints"
 # Beyond the healthy cases' baselines, those of the older pairs' commonest failing loads (ZeRO-2 on one
 # rank, ZeRO-3 on two): the checkpoint gate triages those loads on their checkpoints too.
 FAILING_LAYOUTS = ("z2-dp1-fp32", "z3-dp2-fp32")
-# the paths a case's command gives its job: a converter's input; the dir it loads or saves to
-_CONVERTER_PATH = re.compile(r"(?:--input_folder|zero_to_fp32(?:\.py)?)\s+(\S+)")
-_LOAD_PATH = re.compile(r"(?:--load-dir|--save-dir)\s+(\S+)")
+# the paths a case's command gives its job: a converter's input; the dir it loads or saves to (a quote
+# closing a `bash -c '...'` command line is not part of it)
+_CONVERTER_PATH = re.compile(r"(?:--input_folder|zero_to_fp32(?:\.py)?)\s+([^\s'\"]+)")
+_LOAD_PATH = re.compile(r"(?:--load-dir|--save-dir)\s+([^\s'\"]+)")
 
 
 def _entry(case_id: str) -> dict:

@@ -112,6 +112,7 @@ SOURCE_REGEXES = {
     "triage.analysis.state_dict.BUFFER": "search",
     "triage.analysis.state_dict.HEAD": "search",
     "triage.analysis.state_dict.EMBEDDING": "search",
+    "triage.analysis.state_dict.LORA_FACTOR": "search",
     "triage.analysis.error_facts._PATH_MISSING": "search",
     "triage.analysis.error_facts._THEN_MISSING": "finditer",
     "triage.analysis.error_facts._NOT_DIR": "search",
@@ -161,6 +162,12 @@ SOURCE_REGEXES = {
     # pasted command output (triage/evidence/): read like log text, one line (or block) at a time
     "triage.evidence.PROMPT": "match",
     "triage.chat.intent.QUESTION": "match",
+    # the chat's replies wrapped at the terminal's width (they quote log lines)
+    "triage.chat.wrap.ANSI": "sub",
+    "triage.chat.wrap.LEADING": "match",
+    "triage.chat.wrap.COLUMN": "match",
+    "triage.chat.wrap.ITEM": "match",
+    "triage.chat.wrap.SPACES": "split",
     "triage.evidence.listing.LS": "match",
     "triage.evidence.listing.LS_TOTAL": "match",
     "triage.evidence.listing.LS_ERROR": "match",
@@ -231,6 +238,7 @@ NOT_LOG_TEXT = {
     "triage.probe.checkpoint.HF_CHECKPOINT": "directory names",
     "triage.runbook.search._ID": "a runbook query",
     "triage.runbook.search._RULE_REF": "rule text",
+    "triage.evidence.scripted._NOTE": "the deciding question's command (triage/evidence/question.py)",
 }
 # Regexes written in a call (re.sub(r"...", ...)) in these files, and what they read.
 INLINE_NOT_LOG_TEXT = {
@@ -248,6 +256,8 @@ INLINE_NOT_LOG_TEXT = {
     "triage/eval/checkpoints.py": "a corpus scenario's command line (corpus/manifest.yaml)",
     "triage/eval/releases.py": "a release pair's label (corpus/manifest.yaml's deepspeed and torch)",
     "triage/kb/site_history.py": "a release version of the site index",
+    "triage/evidence/scripted.py": "the deciding question's command (triage/evidence/question.py)",
+    "triage/eval/conversation.py": "a corpus case's command line and the deciding question's command",
 }
 
 

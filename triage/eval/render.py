@@ -124,3 +124,24 @@ def _same_log(result: Evaluation) -> list[str]:
     for group in result.same_log:
         out.append("    " + ", ".join(f"{case_id} ({category})" for case_id, category in group))
     return out
+
+
+def conversation(result) -> list[str]:
+    """`eval --conversation` (triage.eval.conversation.ConversationEval): top-1 after each answer, the
+    questions asked, what is still wrong where the log alone is, and any healthy checkpoint diagnosed."""
+    data = result.to_json()
+    kept = data["kept"]
+    out = [f"conversation: {data['cases']} cases with a checkpoint ({kept} kept, {data['cases'] - kept} rebuilt), "
+           f"each deciding question answered by running the asked command on it, in {result.seconds:.0f} s"]
+    for label, key in (("failing", "failing"), ("where the log alone is wrong or ambiguous", "wrong_or_ambiguous")):
+        f = data[key]
+        after = ", ".join(f"{r}/{f['cases']} ({_pct(r, f['cases']).strip()})" for r in f["top1"])
+        out.append(f"  {label}: top-1 after {', '.join(map(str, range(len(f['top1']))))} answers: {after}; "
+                   f"mean questions {f['mean_questions']}")
+    rows = [[t.id, t.hard, " -> ".join(t.answers) or "-", f"expected {t.expected}", "; ".join(t.asked) or t.error
+             or "no question"] for t in result.failing(hard=True) if not t.right(data["answers"])]
+    out.append(f"  not right after {data['answers']} answers where the log alone is not: {len(rows)}")
+    out += table(rows, indent="    ")
+    out.append(f"  healthy diagnosed: {data['healthy_diagnosed']} of {data['healthy']}")
+    out += table([[t.id, " -> ".join(t.answers), t.error] for t in result.healthy if t.diagnosed], indent="    ")
+    return out

@@ -33,9 +33,9 @@ def kinds() -> tuple:
         ("memory", "free", system.memory), ("gpus", "nvidia-smi", system.gpus),
         ("oom", "dmesg (OOM killer)", system.oom_kills),
         ("versions", "pip show", software.pip_show), ("versions", "pip list", software.pip_list),
-        ("versions", "ds_report", software.ds_report), ("config", "a ds_config", software.config),
+        ("versions", "ds_report", software.ds_report), ("config", "config (ds_config, Trainer or accelerate)", software.config),
         ("head", "head -c", content.head), ("keys", "torch.load keys", content.keys),
-        ("latest", "cat latest", content.latest), ("versions", "a release number", software.release),
+        ("latest", "cat latest", content.latest), ("versions", "release number", software.release),
     )
 
 

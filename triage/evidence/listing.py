@@ -16,9 +16,10 @@ LS = re.compile(r"^(?P<type>[-dlcbps])(?P<perm>[-rwxsStT]{9})[.+@]?\s+\d+\s+(?P<
                 r"(?P<size>\d+,\s*\d+|[\d.,]+[KMGTPE]?)\s+"
                 r"(?P<date>[A-Z][a-z]{2}\s+\d{1,2}\s+(?:\d{1,2}:\d\d|\d{4})|\d{4}-\d\d-\d\d(?:[ T][\d:.]+(?: [+-]\d{4})?)?)"
                 r"\s(?P<name>.+)$")
-# what ls prints on stderr beside the listing: a dir it may not open, a path that is not there
-LS_ERROR = re.compile(r"^ls: cannot (?:open directory|access) '?(?P<path>[^'\n]+?)'?: (?P<why>Permission denied|"
-                      r"No such file or directory)$")
+# what ls prints on stderr beside the listing: a dir it may not open, a path that is not there (named
+# as it was run: `/usr/bin/ls: ...` from the chat's /run, which runs programs by their path)
+LS_ERROR = re.compile(r"^(?:/[\w.+-]+)*/?ls: cannot (?:open directory|access) '?(?P<path>[^'\n]+?)'?: "
+                      r"(?P<why>Permission denied|No such file or directory)$")
 LS_TOTAL = re.compile(r"^total \d+(?:[.,]\d+)?[KMGTPE]?$")
 LS_HEADER = re.compile(r"^(?P<dir>[^\s:][^:]*):$")
 FIND_SIZED = re.compile(r"^(?P<size>\d+)\s+(?P<path>[./~][^\n]*)$")

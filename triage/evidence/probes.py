@@ -131,7 +131,7 @@ def _chain(ctx) -> list[dict]:
             return facts["chain"]
     ckpt = ctx.ckpt
     out = []
-    for d in (posixpath.dirname(ckpt.root), ckpt.root, ckpt.tag_dir):
+    for d in (posixpath.dirname(ckpt.root) if ckpt.root else None, ckpt.root, ckpt.tag_dir):  # no root: no tag found
         entry = ckpt.files.entries.get(d) if d else None
         if entry is not None and entry.mode:
             out.append({"path": d, "mode": entry.mode, "owner": entry.owner, "group": entry.group})

@@ -117,7 +117,8 @@ def build(entries: list[Entry], latest_text: str | None) -> VirtualCheckpoint | 
         files.add(entry)
     tag_dirs = sorted({posixpath.dirname(p) for p, e in files.entries.items() if parse_name(e.name)
                        and e.type in ("-", "?")} | {p for p, e in files.entries.items() if e.error == DENIED
-                                                    and posixpath.basename(p).startswith("global_step")},
+                                                    and (posixpath.basename(p).startswith("global_step")
+                                                         or posixpath.basename(p) == (latest_text or "").strip())},
                       key=lambda p: step_key(posixpath.basename(p)))
     roots = [posixpath.dirname(p) for p in files.entries if posixpath.basename(p) == "latest"]
     if not tag_dirs and not roots:
