@@ -194,3 +194,70 @@ def test_a_flat_partition_sized_for_another_data_parallel_world():
     found = {s.name: s for s in analyse(Difference(partition=(b, a)))}
     assert set(found) == {"dp_ratio"} and found["dp_ratio"].facts["ratio"] == 2
     assert names(analyse(Difference(partition=(1000, 1537)))) == {"partition_unpatterned"}
+
+
+class LoraLinear(nn.Module):
+    """A layer as peft's LoRA wraps it: the frozen `base_layer`, the trained `lora_A` [r, in] and `lora_B` [out, r]."""
+
+    def __init__(self, n_in, n_out, r=4):
+        super().__init__()
+        self.base_layer = nn.Linear(n_in, n_out)
+        self.lora_A = nn.ModuleDict({"default": nn.Linear(n_in, r, bias=False)})
+        self.lora_B = nn.ModuleDict({"default": nn.Linear(r, n_out, bias=False)})
+
+
+class PeftNet(nn.Module):
+    """`base_model.model.<net>` with q_proj adapted: the names peft gives a LoRA model."""
+
+    def __init__(self, hidden=64, r=4):
+        super().__init__()
+        net = nn.Module()
+        net.embed_tokens = nn.Embedding(32, hidden)
+        net.q_proj = LoraLinear(hidden, hidden, r)
+        self.base_model = Holder(net, "model")
+
+
+def test_an_adapter_only_checkpoint_loaded_strictly():
+    """exclude_frozen_parameters=True / an adapter-only save: the trained lora_ weights alone."""
+    adapters = {k: v for k, v in PeftNet().state_dict().items() if "lora_" in k}
+    found = signals_of(PeftNet(), adapters)
+    assert set(found) == {"adapter_only"}
+    assert found["adapter_only"].facts["names"] == ["base_model.model.embed_tokens.weight",
+                                                    "base_model.model.q_proj.base_layer.bias",
+                                                    "base_model.model.q_proj.base_layer.weight"]
+
+
+def test_missing_adapter_weights_are_not_an_adapter_only_save():
+    """The opposite: a base model's weights loaded into the LoRA model lack the adapters themselves."""
+    base = {k: v for k, v in PeftNet().state_dict().items() if "lora_" not in k}
+    assert "adapter_only" not in signals_of(PeftNet(), base)
+
+
+def test_the_checkpoints_own_names_decide_an_adapter_only_save():
+    """With the checkpoint's names in hand (the probe), they decide, not the prefix of torch's list."""
+    adapters = [k for k in PeftNet().state_dict() if "lora_" in k]
+    missing = ["base_model.model.q_proj.base_layer.weight"]
+    assert names(analyse(Difference(missing=missing, saved=adapters))) == {"adapter_only"}
+    assert "adapter_only" not in names(analyse(Difference(missing=missing, saved=adapters + ["head.weight"])))
+
+
+def test_an_adapter_trained_on_a_base_of_other_sizes():
+    """peft copies an adapter in with load_state_dict(strict=False): only shape differences raise."""
+    with pytest.raises(RuntimeError) as raised:
+        PeftNet(hidden=96).load_state_dict({k: v for k, v in PeftNet(hidden=64).state_dict().items() if "lora_" in k},
+                                           strict=False)
+    log = "RuntimeError: " + str(raised.value)
+    assert "size mismatch for base_model.model.q_proj.lora_A.default.weight" in log
+    found = {s.name: s for s in analyse(difference(log))}
+    assert set(found) == {"adapter_shapes"} and found["adapter_shapes"].qualifier == "base"
+    assert found["adapter_shapes"].facts["features"] == [(64, 96)]
+
+
+def test_an_adapter_of_another_rank_is_not_a_tensor_parallel_degree():
+    """r 4 saved, 8 built: lora_A 2x along dimension 0 and lora_B along 1, a ratio a TP split also shows."""
+    with pytest.raises(RuntimeError) as raised:
+        PeftNet(r=8).load_state_dict({k: v for k, v in PeftNet(r=4).state_dict().items() if "lora_" in k},
+                                     strict=False)
+    found = {s.name: s for s in analyse(difference("RuntimeError: " + str(raised.value)))}
+    assert set(found) == {"adapter_shapes"} and found["adapter_shapes"].qualifier == "rank"
+    assert found["adapter_shapes"].facts["ranks"] == [(4, 8)]

@@ -15,6 +15,7 @@ QUALIFIERS: dict[str, tuple[str, ...] | None] = {
     **{name: _SIDES for name in ("prefix_module", "prefix_orig_mod", "prefix_peft", "prefix_model", "adapter_keys",
                                  "engine_keys", "buffers_only", "zero3_placeholder", "tp_ratio")},
     "dp_ratio": ("checkpoint", "load"),
+    "adapter_shapes": ("base", "rank"),
     "missing": tuple(dict.fromkeys([kind for kind, _ in error_facts._KINDS] + list(error_facts._SHARD_KINDS.values())))
     + ("other",),
     "truncated": tuple(form for form, _ in error_facts._TRUNCATED),

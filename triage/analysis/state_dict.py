@@ -8,8 +8,10 @@ names and shapes with a model's. Either way the cause is in those names and numb
 module is the one place that reads them (classify: `triage.logs.facts`; the probe:
 `triage.probe.checks.model`, `triage.probe.model_claims`).
 
-`analyse(Difference)` returns the signals that hold, each named in SIGNALS. A signal explains some
-of the difference; what no signal explains is `names_differ` / `shapes_unpatterned` (the model's
+`analyse(Difference)` returns the signals that hold of torch's lists, each named in SIGNALS;
+`compare(saved, expected)` compares two state dicts' names and shapes (the probe's checkpoint and
+model) and reads the difference with the same signals. A signal explains some of the difference;
+what no signal explains is `names_differ` / `shapes_unpatterned` (RESIDUAL: the model's
 architecture is not the checkpoint's). Standard library only: classify imports it.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from triage.analysis.names import PREFIXES, align, module_renames
 from triage.record import Frozen, Record  # not dataclasses: classify imports this (triage/record.py)
 
 Shape = tuple
@@ -34,7 +37,11 @@ SIGNALS = {
                     "release saves, or stops saving, non-persistent buffers",
     "tied_head_missing": "only the output head's weight is missing: it is tied to the input embedding, and the "
                          "consolidated weights kept one copy",
+    "adapter_only": "only a PEFT model's frozen base weights are missing (none an adapter's), nothing unexpected: the "
+                    "checkpoint holds the adapter weights alone (an adapter-only save, exclude_frozen_parameters=True)",
     "vocab_resized": "only embedding / lm_head rows differ: the vocabulary was resized (tokens added or padded)",
+    "adapter_shapes": "only adapter weights' (lora_A / lora_B) shapes differ: the adapter was trained on a base model "
+                      "of other sizes (qualifier `base`), or built with another rank r (qualifier `rank`)",
     "zero3_placeholder": "one side's shapes are ZeRO-3 placeholders ([0] or [1]): parameters partitioned away, "
                          "saved or built without being gathered",
     "tp_ratio": "every differing shape differs by one integer ratio along one dimension: a tensor-parallel "
@@ -47,9 +54,6 @@ SIGNALS = {
     "names_differ": "names differ that no prefix, rename, adapter, buffer or engine key explains",
 }
 
-# (prefix, signal); torch.compile inside DDP gives module._orig_mod.: one prefix a round (align)
-PREFIXES = (("module.", "prefix_module"), ("_orig_mod.", "prefix_orig_mod"), ("base_model.model.", "prefix_peft"),
-            ("model.", "prefix_model"))
 # Parameter names PEFT gives adapter weights (peft/tuners: LoRA, DoRA, IA3, prompt tuning, trained heads).
 ADAPTER = re.compile(r"(?:^|\.)(?:lora_\w+|ia3_l|prompt_encoder|prompt_embeddings|modules_to_save|adapter\w*)(?:\.|$)")
 # Keys of DeepSpeed's checkpoint dict and of an optimizer / scheduler state, never a module's.
@@ -64,17 +68,25 @@ HEAD = re.compile(r"(?:^|\.)(?:lm_head|embed_out|output_layer|output)\.weight$")
 EMBEDDING = re.compile(r"(?:^|\.)(?:embed_tokens|wte|word_embeddings|embed_in|embed_out|tok_embeddings|"
                        r"lm_head|shared|embeddings|output_layer)\.weight$")
 PARTITION_SLACK = 0.01  # flat partitions are padded to an alignment: a ratio within 1% of an integer
+PEFT_PREFIX = next(p for p, signal in PREFIXES if signal == "prefix_peft")  # every name of a PEFT model
+# An adapter's low-rank factor, and the dimension of its shape that is the rank r: lora_A is [r, in],
+# lora_B [out, r] (peft/tuners/lora: Linear, Embedding's lora_embedding_A/B, Conv's [r, in, k, k]).
+LORA_FACTOR = re.compile(r"(?:^|\.)lora_(?:embedding_)?(?P<factor>[AB])(?:\.|$)")
+# Signals that explain nothing: they say only that some of the difference is left unexplained
+# (every other signal explains part of it).
+RESIDUAL = ("names_differ", "shapes_unpatterned", "partition_unpatterned")
 
 
 class Difference(Record):
-    _fields = ("missing", "unexpected", "sizes", "partition")
+    _fields = ("missing", "unexpected", "sizes", "partition", "saved")
 
     def __init__(self, missing: list | None = None, unexpected: list | None = None, sizes: dict | None = None,
-                 partition: tuple | None = None):
+                 partition: tuple | None = None, saved: list | None = None):
         self.missing = [] if missing is None else missing  # the model has them, the checkpoint lacks them
         self.unexpected = [] if unexpected is None else unexpected  # the checkpoint has them, the model lacks them
         self.sizes = {} if sizes is None else sizes  # name -> (checkpoint shape, model shape), tuples of ints
         self.partition = partition  # a flat fp32 partition's elements: (saved, the load's)
+        self.saved = saved  # every name the checkpoint holds, when known (a probe reads them; a log never prints them)
 
     def __bool__(self) -> bool:
         return bool(self.missing or self.unexpected or self.sizes or self.partition)
@@ -99,31 +111,81 @@ class Signal(Frozen):
 
 
 def analyse(diff: Difference) -> list[Signal]:
-    signals: list[Signal] = []
+    """The signals of a difference as torch reports it: the names one side lacks, the shapes that differ."""
     saved, expected, removed, _ = align(dict.fromkeys(diff.unexpected), dict.fromkeys(diff.missing))
-    for prefix, name, side in removed:
-        other = "model" if side == "checkpoint" else "checkpoint"
-        signals.append(Signal(name, f"the {side}'s names carry `{prefix}`, the {other}'s do not",
-                              {"prefix": prefix, "side": side}))
     missing, unexpected = sorted(expected.keys() - saved.keys()), sorted(saved.keys() - expected.keys())
-    explained: set[str] = set()
-    for old, new, count in module_renames(missing, unexpected):
-        signals.append(Signal("renamed_module", f"`{old}.*` in the checkpoint is `{new}.*` in the model ({count} names)",
-                              {"checkpoint": old, "model": new, "tensors": count}))
-        explained |= {k for k in unexpected if k.startswith(old + ".")} | {k for k in missing if k.startswith(new + ".")}
-    signals += _classes(missing, unexpected, explained)
-    if diff.sizes:
-        signals.append(_shapes(diff.sizes, only=not (missing or unexpected)))
-    if diff.partition:
-        signals.append(_partition(*diff.partition))
-    return signals
+    return _read(removed, missing, unexpected, diff.sizes, module_renames(missing, unexpected), diff.partition,
+                 diff.saved)
+
+
+class Comparison(Record):
+    """Two state dicts' names and shapes compared (`compare`): what differs, and what that means."""
+
+    _fields = ("removed", "missing", "unexpected", "skipped", "differ", "sizes", "renames", "signals")
+
+    def __init__(self, removed, missing, unexpected, skipped, differ, sizes, renames, signals):
+        self.removed = removed  # (prefix, signal, side) of each one-sided wrapper prefix compared without (align)
+        self.missing, self.unexpected = missing, unexpected  # names only the model / only the checkpoint has
+        self.skipped = skipped  # saved names left out as `optional`
+        self.differ = differ  # names both hold with other shapes
+        self.sizes = sizes  # name -> (saved shape, model shape) of those
+        self.renames = renames  # module_renames, shapes checked
+        self.signals = signals  # analyse's signals of this difference
+
+
+def compare(saved: dict, expected: dict, optional=()) -> Comparison:
+    """The checkpoint's names and shapes (`saved`) against a model's (`expected`), read by the same
+    analysis as a difference a log reports. `optional`: saved names the model may lack without it
+    being a difference (buffers, when the model's list names parameters only)."""
+    a_saved, a_expected, removed, origin = align(saved, expected)
+    missing = sorted(a_expected.keys() - a_saved.keys())
+    unexpected = sorted(a_saved.keys() - a_expected.keys())
+    skipped = [k for k in unexpected if origin.get(k) in optional]
+    unexpected = [k for k in unexpected if k not in skipped]
+    differ = sorted(k for k in a_saved.keys() & a_expected.keys() if tuple(a_saved[k]) != tuple(a_expected[k]))
+    sizes = {k: (tuple(a_saved[k]), tuple(a_expected[k])) for k in differ}
+    renames = module_renames(missing, unexpected, a_expected, a_saved)
+    signals = _read(removed, missing, unexpected, sizes, renames, None, list(saved))
+    return Comparison(removed, missing, unexpected, skipped, differ, sizes, renames, signals)
 
 
 def names(signals: list[Signal]) -> set[str]:
     return {s.name for s in signals}
 
 
-def _classes(missing: list[str], unexpected: list[str], explained: set[str]) -> list[Signal]:
+def _read(removed, missing: list[str], unexpected: list[str], sizes: dict, renames, partition,
+          saved_names) -> list[Signal]:
+    """The signals of a difference once wrapper prefixes are removed (align) and renames found."""
+    signals: list[Signal] = []
+    for prefix, name, side in removed:
+        other = "model" if side == "checkpoint" else "checkpoint"
+        signals.append(Signal(name, f"the {side}'s names carry `{prefix}`, the {other}'s do not",
+                              {"prefix": prefix, "side": side}))
+    explained: set[str] = set()
+    for old, new, count in renames:
+        signals.append(Signal("renamed_module", f"`{old}.*` in the checkpoint is `{new}.*` in the model ({count} names)",
+                              {"checkpoint": old, "model": new, "tensors": count}))
+        explained |= {k for k in unexpected if k.startswith(old + ".")} | {k for k in missing if k.startswith(new + ".")}
+    signals += _classes(missing, unexpected, explained, saved_names)
+    if sizes:
+        signals.append(_shapes(sizes, only=not (missing or unexpected)))
+    if partition:
+        signals.append(_partition(*partition))
+    return signals
+
+
+def adapter_only(missing: list[str], unexpected: list[str], saved: list[str] | None) -> bool:
+    """The missing names are a PEFT model's frozen base weights that an adapter-only save never held.
+    With the checkpoint's names in hand: it holds adapter weights and nothing else. From torch's
+    lists alone: every missing name is a PEFT model's (base_model.model.*), none is unexpected."""
+    if not missing or any(ADAPTER.search(k) for k in missing):
+        return False  # a missing adapter weight is the opposite: the adapters were not saved
+    if saved is not None:
+        return bool(saved) and all(ADAPTER.search(k) for k in saved)
+    return not unexpected and all(k.startswith(PEFT_PREFIX) for k in missing)
+
+
+def _classes(missing: list[str], unexpected: list[str], explained: set[str], saved: list[str] | None) -> list[Signal]:
     """Signals about which names differ (adapters, engine keys, buffers, the head), and what is left."""
     out = []
     for label, regex, name in (("adapter", ADAPTER, "adapter_keys"), ("engine", ENGINE, "engine_keys")):
@@ -141,6 +203,11 @@ def _classes(missing: list[str], unexpected: list[str], explained: set[str]) -> 
     elif not unexpected and len(missing) == 1 and HEAD.search(missing[0]):
         out.append(Signal("tied_head_missing", f"only `{missing[0]}` is missing", {"name": missing[0]}))
         explained.add(missing[0])
+    elif adapter_only(missing, unexpected, saved):
+        held = f"; the checkpoint holds {len(saved)} adapter name(s) only" if saved is not None else ""
+        out.append(Signal("adapter_only", f"only {len(missing)} frozen base weight(s) of a PEFT model are missing, "
+                          f"none an adapter's: {_shown(missing)}{held}", {"names": missing[:20]}))
+        explained |= set(missing)
     rest = [k for k in missing + unexpected if k not in explained]
     if rest:
         out.append(Signal("names_differ", f"{len(rest)} name(s) differ unexplained: {_shown(rest)}", {"names": rest[:20]}))
@@ -157,6 +224,8 @@ def _shapes(sizes: dict, only: bool) -> Signal:
             example = next(iter(pairs.items()))
             return Signal("zero3_placeholder", f"the {side} shows ZeRO-3 placeholder shapes (e.g. {example[0]} "
                           f"{list(example[1][index])} vs {list(example[1][1 - index])})", {"side": side})
+    if all(LORA_FACTOR.search(n) for n in pairs):
+        return _adapter_shapes(pairs)
     if all(EMBEDDING.search(n) for n in pairs) and all(_differs_in(c, m) == [0] for c, m in pairs.values()):
         rows = sorted({(c[0], m[0]) for c, m in pairs.values()})
         return Signal("vocab_resized", f"only embedding/head rows differ: checkpoint {rows[0][0]} rows, model "
@@ -171,6 +240,27 @@ def _shapes(sizes: dict, only: bool) -> Signal:
                       smaller)
     return Signal("shapes_unpatterned", f"{len(pairs)} shape(s) differ with no common ratio: "
                   f"{_shown([f'{n} {list(c)} vs {list(m)}' for n, (c, m) in pairs.items()])}", {})
+
+
+def _adapter_shapes(pairs: dict) -> Signal:
+    """Only lora_A / lora_B differ: along their rank dimension alone (another r), or along a base
+    layer's in/out features (another base model). A rank change alone is 2x along one dimension
+    too: read here, before any tensor-parallel ratio."""
+    ranks, features = set(), set()
+    for name, (c, m) in pairs.items():
+        r = 0 if LORA_FACTOR.search(name)["factor"] == "A" else 1
+        differ = _differs_in(c, m)
+        if differ == [r]:
+            ranks.add((c[r], m[r]))
+        else:
+            features |= {(c[d], m[d]) for d in differ if d >= 0}
+    kind = "base" if features or not ranks else "rank"
+    example = next(iter(pairs.items()))
+    said = (f"features {', '.join(f'{a} vs {b}' for a, b in sorted(features))}" if kind == "base" else
+            f"rank r {', '.join(f'{a} vs {b}' for a, b in sorted(ranks))}")
+    return Signal("adapter_shapes", f"only the {len(pairs)} adapter weight(s) differ, in the base layers' {said} "
+                  f"(checkpoint vs model; e.g. {example[0]} {list(example[1][0])} vs {list(example[1][1])})",
+                  {"features": sorted(features), "ranks": sorted(ranks)}, kind)
 
 
 def _common_ratio(pairs) -> tuple[int, str, list[int]] | None:
@@ -219,77 +309,3 @@ def _differs_in(c: Shape, m: Shape) -> list[int]:
 
 def _shown(items: list[str], cap: int = 5) -> str:
     return ", ".join(items[:cap]) + (f" ... and {len(items) - cap} more" if len(items) > cap else "")
-
-
-def _strip(keys, prefix: str) -> dict[str, str]:
-    """new name -> original name, `prefix` removed where present."""
-    return {(k[len(prefix):] if k.startswith(prefix) else k): k for k in keys}
-
-
-def align(saved: dict, expected: dict) -> tuple[dict, dict, list[tuple[str, str, str]], dict[str, str]]:
-    """saved and expected renamed so that a one-sided wrapper prefix no longer differs.
-
-    Returns the renamed dicts, the prefixes removed: (prefix, signal, side it was on), and the
-    saved names' originals (renamed -> as saved). A prefix is removed only when it makes more
-    names meet, and never when removing it would merge two names."""
-    removed = []
-    origin = {k: k for k in saved}
-    for _ in range(len(PREFIXES)):  # e.g. `module._orig_mod.`: one prefix per round
-        best = None
-        overlap = len(saved.keys() & expected.keys())
-        for prefix, signal in PREFIXES:
-            for side in ("checkpoint", "model"):
-                src = saved if side == "checkpoint" else expected
-                if not any(k.startswith(prefix) for k in src):
-                    continue
-                renamed = _strip(src, prefix)
-                if len(renamed) < len(src):
-                    continue  # stripping would merge two names
-                other = expected if side == "checkpoint" else saved
-                gain = len(renamed.keys() & other.keys())
-                if gain > overlap and (best is None or gain > best[0]):
-                    best = (gain, prefix, signal, side, renamed)
-        if best is None:
-            break
-        _, prefix, signal, side, renamed = best
-        if side == "checkpoint":
-            saved = {n: saved[o] for n, o in renamed.items()}
-            origin = {n: origin[o] for n, o in renamed.items()}
-        else:
-            expected = {n: expected[o] for n, o in renamed.items()}
-        removed.append((prefix, signal, side))
-    return saved, expected, removed, origin
-
-
-def module_renames(missing, unexpected, expected: dict | None = None, saved: dict | None = None
-                   ) -> list[tuple[str, str, int]]:
-    """(saved module path, model module path, tensors) for the renames that pair unexpected names with
-    missing ones: the same rest of the name (and the same shape, when shapes are known) once one path
-    is swapped for the other. The pairing covering most tensors first; a rename must cover at least
-    two (one pair is a coincidence); without shapes, the rest must name a submodule's tensor (`fc1.weight`,
-    not `weight`): any two layers share `weight` and `bias`."""
-    shapes = saved is not None and expected is not None
-    by_rest: dict[str, list[str]] = {}
-    for name in missing:
-        parts = name.split(".")
-        for k in range(1, len(parts)):
-            by_rest.setdefault(".".join(parts[k:]), []).append(".".join(parts[:k]))
-    votes: dict[tuple[str, str], set[str]] = {}
-    for name in unexpected:
-        parts = name.split(".")
-        for k in range(1, len(parts)):
-            old, rest = ".".join(parts[:k]), ".".join(parts[k:])
-            if not shapes and "." not in rest:
-                continue
-            for new in by_rest.get(rest, ()):
-                same = not shapes or tuple(saved[name]) == tuple(expected[f"{new}.{rest}"])
-                if new != old and same:
-                    votes.setdefault((old, new), set()).add(rest)
-    renames, taken_old, taken_new = [], set(), set()
-    for (old, new), rests in sorted(votes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        olds, news = {f"{old}.{r}" for r in rests} - taken_old, {f"{new}.{r}" for r in rests} - taken_new
-        if min(len(olds), len(news)) >= 2:
-            renames.append((old, new, min(len(olds), len(news))))
-            taken_old |= olds
-            taken_new |= news
-    return renames

@@ -11,18 +11,25 @@ optimizer shards' saved partitions: on the saved dp, another size is another mod
 One claim has another reading: base weights "missing" from a checkpoint whose module state holds
 adapter weights only (PEFT's lora_/ia3_/prompt names: saved with exclude_frozen_parameters=True
 or by an adapter-only trainer). The model did not change; the checkpoint was never meant to hold
-them (adapter_only, not missing_keys).
+them (adapter_only, not missing_keys). What the checkpoint bears out is then read by the
+state-dict analysis (triage/analysis/state_dict.py), as classify reads the log: a tensor-parallel
+ratio, placeholders, buffers only, a dropped tied head ... (EXPLAINED).
 """
 
 from __future__ import annotations
 
 
-from triage.analysis.state_dict import ADAPTER
+from triage.analysis.state_dict import PREFIXES, RESIDUAL, SIGNALS as ANALYSIS, Difference, adapter_only, analyse
 from triage.probe.log_facts import ModelClaims
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "model"
 CAP = 10
+# What the analysis (triage/analysis/state_dict.py) reads in a difference beyond the wrapper prefixes and
+# renames the model check words itself: a tensor-parallel ratio, ZeRO-3 placeholders and their side, a
+# resized vocabulary, buffers only, a dropped tied head, an adapter-only save, adapter or engine keys.
+EXPLAINED = tuple(s for s in ANALYSIS if s not in RESIDUAL and s not in dict(PREFIXES).values()
+                  and s not in ("renamed_module", "dp_ratio"))
 # torch's names are relative to the module loaded; a saved name may carry a wrapper prefix.
 _PREFIXES = ("", "module.", "_orig_mod.", "module._orig_mod.")
 
@@ -46,9 +53,9 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:CAP]) + more
 
 
-def adapter_only(module_keys) -> bool:
-    """The saved module state holds adapter weights and nothing else."""
-    return bool(module_keys) and all(ADAPTER.search(k) for k in module_keys)
+def explaining(signals) -> list:
+    """The analysis's signals that explain a difference (EXPLAINED), in its order."""
+    return [s for s in signals if s.name in EXPLAINED]
 
 
 def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str,
@@ -58,21 +65,22 @@ def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str,
                f"{shard} ({source}); no --model given"]
     signals: list[str] = []
     checked: list[str] = []
-    # (signal, names torch reported, whether the checkpoint bears a name out by holding it, what torch said)
-    adapters = adapter_only(module_keys) if claims.missing else False
+    # adapter_only from the checkpoint's own module keys, never from the log's names alone
     if claims.missing and module_keys is not None:
         checked.append("adapter_only")
-    if adapters and not any(ADAPTER.search(n) for n in claims.missing):
-        signals.append("adapter_only")
-        evidence.append(f"the checkpoint's module state holds adapter weights only ({_names(module_keys)}): the "
-                        f"{len(claims.missing)} base weights torch reported missing were never saved in it (an "
-                        "adapter-only save); they come from the pretrained base model")
+        if adapter_only(claims.missing, claims.unexpected, list(module_keys)):
+            signals.append("adapter_only")
+            evidence.append(f"the checkpoint's module state holds adapter weights only ({_names(module_keys)}): the "
+                            f"{len(claims.missing)} base weights torch reported missing were never saved in it (an "
+                            "adapter-only save); they come from the pretrained base model")
+    borne_out: dict = {}  # what the checkpoint bears out, for the analysis
+    # (signal, names torch reported, whether the checkpoint bears a name out by holding it, what torch said)
     for signal, names, held, said in (("missing_keys", [] if "adapter_only" in signals else claims.missing, False, "missing"),
                                       ("unexpected_keys", claims.unexpected, True, "unexpected (the model lacks them)")):
         if not names:
             continue
         checked.append(signal)
-        borne = [n for n in names if (_find(saved, n) is not None) == held]
+        borne = borne_out[signal] = [n for n in names if (_find(saved, n) is not None) == held]
         verb = "holds" if held else "lacks"
         if borne:
             signals.append(signal)
@@ -83,14 +91,16 @@ def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str,
                            f"reported {said.split(' ')[0]} ({_names(names)})")
     if claims.sizes:
         checked.append("shapes_differ")
-        borne = [f"{n} saved {list(c)} vs model {list(m)}" for n, (c, m) in claims.sizes.items()
-                 if _holds_shape(_find(saved, n), c)]
+        sizes = {n: (c, m) for n, (c, m) in claims.sizes.items() if _holds_shape(_find(saved, n), c)}
+        borne = [f"{n} saved {list(c)} vs model {list(m)}" for n, (c, m) in sizes.items()]
         if borne:
             signals.append("shapes_differ")
             evidence.append(f"the checkpoint saved {len(borne)} of the {len(claims.sizes)} parameters torch reported "
                             f"with the shape torch read: {_names(borne)}")
         else:
             context.append("contradicts the log: no parameter torch reported is saved with the shape it read")
+        borne_out["sizes"] = sizes
+    _explain(borne_out, signals, evidence)
     if claims.partition:
         _check_partition(ctx, claims.partition, signals, checked, evidence, context)
     command = f"ds-triage inspect --shapes {ctx.q(ctx.ckpt.tag, shard)}"
@@ -99,6 +109,17 @@ def check_claims(ctx, claims: ModelClaims, shard: str, saved: dict, source: str,
                          "job built differs from it",
                    clear="the checkpoint does not hold what torch's load error reported: the failing load read "
                          "another checkpoint", unknown="", evidence=evidence, context=context, command=command)
+
+
+def _explain(borne_out: dict, signals: list[str], evidence: list[str]) -> None:
+    """What the analysis reads in the difference the checkpoint bore out (a tensor-parallel ratio,
+    placeholders, buffers only ...). adapter_only is the module keys' to decide (above)."""
+    diff = Difference(missing=borne_out.get("missing_keys", []), unexpected=borne_out.get("unexpected_keys", []),
+                      sizes=borne_out.get("sizes", {}))
+    for signal in explaining(analyse(diff)) if diff else []:
+        if signal.name != "adapter_only":
+            signals.append(signal.name)
+            evidence.append(f"{signal.name}: {signal.says}")
 
 
 def _check_partition(ctx, claim: tuple[int, int], signals, checked, evidence, context) -> None:

@@ -5,33 +5,37 @@ state's tensor shapes (buffers; ZeRO-3 saves parameters empty), read by safe_pic
 bytes. Expected: --model FILE (triage/probe/model_file.py: a JSON/YAML of names to shapes, a
 torch state-dict file or a .safetensors header).
 
-A wrapper prefix on one side only (`module.` of DDP/DeepSpeed, `_orig_mod.` of torch.compile,
-`base_model.model.` of PEFT, `model.` of a task head's base model) is recognised first: the names
-are compared once it is removed and the prefix is its own signal. Prefixes and renames are read by
-triage.analysis.state_dict, the analysis classify applies to the same differences in a log. Confirmed: prefix_module, prefix_orig_mod, prefix_peft,
-missing_keys (the model has names the checkpoint lacks), unexpected_keys (the checkpoint has
-names the model lacks), shapes_differ, renamed_module (the missing and unexpected names pair up,
-same shapes, once one module path is swapped for another: `blocks.` saved, `trunk.` built; a load
-with strict=False leaves those at their initial values without a word). Without --model, torch's
-load error in the log is checked instead (model_claims.py; a pipeline checkpoint's names and shapes from its layer files),
-including adapter_only and partition_differs (a saved flat fp32
-partition of another size than the load's, on the saved dp). Inconclusive with neither.
+The two are compared by triage.analysis.state_dict.compare, the analysis classify applies to the
+same differences in a log: a wrapper prefix on one side only (`module.` of DDP/DeepSpeed,
+`_orig_mod.` of torch.compile, `base_model.model.` of PEFT, `model.` of a task head's base
+model) is removed first and is its own signal; then renamed_module (the missing and unexpected
+names pair up, same shapes, once one module path is swapped for another: `blocks.` saved,
+`trunk.` built; a load with strict=False leaves those at their initial values without a word),
+what the difference means (EXPLAINED: tp_ratio, zero3_placeholder and its side, vocab_resized,
+buffers_only, tied_head_missing, adapter_only, adapter_shapes, adapter_keys, engine_keys), and
+the plain facts: missing_keys (the model has names the checkpoint lacks), unexpected_keys (the
+checkpoint has names the model lacks), shapes_differ. Without --model, torch's load error in the
+log is checked instead (model_claims.py; a pipeline checkpoint's names and shapes from its layer
+files), including adapter_only and partition_differs (a saved flat fp32 partition of another size
+than the load's, on the saved dp). Inconclusive with neither.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from triage.analysis.state_dict import PREFIXES, align, module_renames
+from triage.analysis.state_dict import PREFIXES, compare
+from triage.analysis.state_dict import module_renames  # noqa: F401 (the probe tests read it here)
 from triage.probe.context import ProbeContext
 from triage.probe.layout import first_model_file
-from triage.probe.model_claims import check_claims
+from triage.probe.model_claims import EXPLAINED, check_claims, explaining
 from triage.probe.model_file import saved_shapes
 from triage.probe.safe_pickle import tensor_shapes
 from triage.probe.result import ProbeResult, outcome
 
 NAME = "model"
-SIGNALS = tuple(s for _, s in PREFIXES) + ("missing_keys", "unexpected_keys", "shapes_differ", "renamed_module")
+SIGNALS = tuple(s for _, s in PREFIXES) + ("missing_keys", "unexpected_keys", "shapes_differ", "renamed_module") \
+    + EXPLAINED
 CAP = 10  # names listed per kind of difference
 
 
@@ -89,35 +93,32 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         result.sources = {"model": f"torch's load error in the log, line {claims.line}"}
         return result
     expected = dict(model.shapes)
+    # a names-to-shapes list often holds parameters only: module-only entries (buffers) are context
     module_only = set(meta.module_shapes or {}) - set(meta.param_shapes or {}) - set(meta.frozen_param_shapes or {})
-    a_saved, a_expected, removed, origin = align(saved, expected)
+    diff = compare(saved, expected, optional=module_only if model.kind in ("json", "yaml") else ())
+    missing, unexpected, differ, renames = diff.missing, diff.unexpected, diff.differ, diff.renames
     evidence: list[str] = []
     context = [f"saved: {len(saved)} names in {shard.name} ({source}); your model: {len(expected)} names "
                f"({model.kind} {model.path})"] + list(model.notes)
     signals: list[str] = []
-    for prefix, signal, side in removed:
+    for prefix, signal, side in diff.removed:
         other = "model" if side == "checkpoint" else "checkpoint"
         signals.append(signal)
         evidence.append(f"the {side}'s names carry the `{prefix}` prefix, the {other}'s do not "
                         f"(e.g. {_example(saved if side == 'checkpoint' else expected, prefix)}); "
                         f"compared without it")
-    missing = sorted(a_expected.keys() - a_saved.keys())
-    unexpected = sorted(a_saved.keys() - a_expected.keys())
-    if model.kind in ("json", "yaml"):
-        # a names-to-shapes list often holds parameters only: module-only entries (buffers) are context
-        skipped = [k for k in unexpected if origin.get(k) in module_only]
-        if skipped:
-            unexpected = [k for k in unexpected if k not in skipped]
-            context.append(_listed("saved module entries that are not parameters (buffers?), not in your file",
-                                   skipped))
-    differ = sorted(k for k in a_saved.keys() & a_expected.keys() if tuple(a_saved[k]) != tuple(a_expected[k]))
-    renames = module_renames(missing, unexpected, a_expected, a_saved)
+    if diff.skipped:
+        context.append(_listed("saved module entries that are not parameters (buffers?), not in your file",
+                               diff.skipped))
     if renames:
         signals.append("renamed_module")
         evidence[:0] = [f"`{old}.*` in the checkpoint is `{new}.*` in your model ({n} tensors, the same shapes): "
                         f"a renamed module; a load with strict=False (load_module_strict=False) leaves them at their "
                         f"initial values without a word. Rename `{old}.` to `{new}.` in the saved keys, or the "
                         f"attribute back" for old, new, n in renames]
+    explained = explaining(diff.signals)
+    signals += [s.name for s in explained]
+    evidence += [f"{s.name}: {s.says}" for s in explained]
     if missing:
         signals.append("missing_keys")
         evidence.append(_listed("missing from the checkpoint (your model has them)", missing))
@@ -126,10 +127,10 @@ def probe(ctx: ProbeContext) -> ProbeResult:
         evidence.append(_listed("unexpected in the checkpoint (your model lacks them)", unexpected))
     if differ:
         signals.append("shapes_differ")
-        shown = [f"{k} saved {list(a_saved[k])} vs model {list(a_expected[k])}" for k in differ]
+        shown = [f"{k} saved {list(a)} vs model {list(b)}" for k, (a, b) in diff.sizes.items()]
         evidence.append(_listed("differently shaped", shown))
     if not signals:
-        context.insert(0, f"all {len(a_saved.keys() & a_expected.keys())} names and shapes match")
+        context.insert(0, f"all {len(expected) - len(missing)} names and shapes match")
     command = (f"diff <(ds-triage inspect --shapes {ctx.q(ctx.ckpt.tag, shard.name)}) "
                f"<(ds-triage inspect --shapes {shlex.quote(str(model.path))})")
     return outcome(NAME, signals=signals, checked=list(SIGNALS), complete=True,
@@ -138,7 +139,8 @@ def probe(ctx: ProbeContext) -> ProbeResult:
                    unknown="", evidence=evidence, context=context, command=command,
                    facts={"missing": missing, "unexpected": unexpected, "shapes_differ": differ,
                           "renamed": [{"checkpoint": old, "model": new, "tensors": n} for old, new, n in renames],
-                          "prefixes": [{"prefix": p, "side": s} for p, _, s in removed]},
+                          "prefixes": [{"prefix": p, "side": s} for p, _, s in diff.removed],
+                          **{s.name: s.facts for s in explained}},
                    sources={"model": "--model"})
 
 
