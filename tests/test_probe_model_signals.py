@@ -151,3 +151,45 @@ def test_an_adapter_only_save_against_the_full_model(tmp_path):
     assert result.signals == ["adapter_only", "missing_keys"]
     assert result.facts["adapter_only"]["names"] == ["base_model.model.q_proj.base_layer.bias",
                                                      "base_model.model.q_proj.base_layer.weight"]
+
+
+# The rule each reading names, decided by the probe's result (triage/probe/verdict.py): confirmed by its
+# own signal, refuted by a full --model comparison that found another one, and a model exactly as saved
+# refutes them all (a healthy pair is never flagged).
+NAMED = {"vocab_resized": ("model_mismatch", "DS-M007"), "buffers_only": ("version_incompatible", "DS-V005"),
+         "tied_head_missing": ("partial_checkpoint", "DS-H005")}
+
+
+def _compared(tmp_path, saved: dict, model: nn.Module):
+    return probe(checkpoint(tmp_path / "ckpt", saved), model=saved_model(tmp_path / "model.pt", model))
+
+
+@pytest.mark.parametrize("reading", sorted(NAMED))
+def test_each_reading_confirms_its_rule_and_refutes_the_others(tmp_path, reading):
+    from triage.probe.verdict import decide
+
+    saved, model = {"vocab_resized": (LM(vocab=32).state_dict(), LM(vocab=40)),
+                    "buffers_only": (LM(persistent=True).state_dict(), LM(persistent=False)),
+                    "tied_head_missing": (_without_head(), LM())}[reading]
+    result = _compared(tmp_path, saved, model)
+    for signal, (category, rule) in NAMED.items():
+        expected = CONFIRMED if signal == reading else "refuted"
+        assert decide(category, rule, {"model": result}).status == expected, (reading, rule)
+
+
+def test_a_model_as_saved_refutes_every_named_reading(tmp_path):
+    from triage.probe.verdict import decide
+
+    result = _compared(tmp_path, LM().state_dict(), LM())
+    assert result.signals == []
+    assert {rule: decide(category, rule, {"model": result}).status for category, rule in NAMED.values()} == \
+        {rule: "refuted" for _, rule in NAMED.values()}
+
+
+@pytest.mark.slow
+def test_a_tensor_parallel_shard_confirms_the_degree_change(tmp_path):
+    from triage.probe.verdict import decide
+
+    result = probe(pc.scenario(pc.HEALTHY), model=saved_model(tmp_path / "tp2.pt", TinyNet(tp=2)))
+    assert decide("parallelism_mismatch", "DS-P002", {"model": result}).status == CONFIRMED
+    assert decide("parallelism_mismatch", "DS-P003", {"model": result}).status != CONFIRMED  # a pipeline change: not this

@@ -125,6 +125,12 @@ RULES: dict[str, dict[str, list]] = {
     "DS-M002": {"confirm": ["model.prefix_orig_mod"], "refute": [["model.prefix_orig_mod"]]},
     # also "the whole checkpoint dict loaded into the bare model": a load-code mistake no probe can rule out
     "DS-M003": {"confirm": ["model.prefix_module"], "refute": []},
+    # the model probe's reading of a state-dict difference (triage/analysis/state_dict.py) names the cause
+    "DS-P002": {"confirm": CATEGORIES["parallelism_mismatch"]["confirm"] + ["model.tp_ratio"],
+                "refute": CATEGORIES["parallelism_mismatch"]["refute"]},
+    "DS-V005": {"confirm": ["model.buffers_only"], "refute": [["model.buffers_only"]]},
+    "DS-M007": {"confirm": ["model.vocab_resized"], "refute": [["model.vocab_resized"]]},
+    "DS-H005": {"confirm": ["model.tied_head_missing"], "refute": [["model.tied_head_missing"]]},
     "DS-O001": {"confirm": ["optimizer.type_differs"], "refute": [["optimizer.type_differs"]]},
     "DS-O002": {"confirm": ["optimizer.groups_differ"], "refute": [["optimizer.groups_differ"]]},
 }
