@@ -62,3 +62,103 @@ def test_triage_of_an_allocation_failure_confirms_on_a_small_node_and_never_refu
 def test_a_bad_size_is_a_usage_error(cli, size):
     proc = cli("probe", pc.scenario(pc.HEALTHY), "--host-memory", size)
     assert proc.returncode == 2 and "--host-memory" in proc.stderr.decode()
+
+
+def _corpus_checkpoints():
+    """(id, how to get its dir) for every corpus layout this suite can hold: the direct DeepSpeed
+    layouts trained here (pc.layout_base), the framework and older-release ones committed as
+    archives (corpus/checkpoints/). killed-save-accelerate-z2-dp1-fp32 is neither: it needs accelerate."""
+    from corpus import kept
+    from corpus.layouts import LAYOUTS
+
+    out = [(name, None) for name, lay in LAYOUTS.items() if not lay.get("framework")]
+    out += [(str(a.relative_to(kept.ARCHIVES))[:-len(".tar.xz")], a) for a in sorted(kept.ARCHIVES.rglob("*.tar.xz"))]
+    return out
+
+
+CHECKPOINTS = _corpus_checkpoints()
+
+
+def _checkpoint_dir(name, archive, tmp_path):
+    import tarfile
+
+    from corpus.layouts import LAYOUTS
+
+    if archive is None:
+        return pc.layout_base(name)
+    with tarfile.open(archive, "r:xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    layout = name.rsplit("/", 1)[-1]
+    root = tmp_path / layout
+    return root / "model" if layout == "pretrained" else root / LAYOUTS[layout].get("sub", "")
+
+
+@pytest.fixture(scope="module")
+def trained_baselines():
+    """The direct layouts' baselines, any missing built at once (one launch per world size)."""
+    pc.baselines()
+    pc.layout_bases([name for name, archive in CHECKPOINTS if archive is None])
+
+
+@pytest.mark.parametrize("name,archive", CHECKPOINTS, ids=[c[0] for c in CHECKPOINTS])
+def test_every_corpus_checkpoint_gets_an_estimate(name, archive, tmp_path, trained_baselines):
+    from triage.probe.checks import memory
+    from triage.probe.context import ProbeContext
+
+    root = _checkpoint_dir(name, archive, tmp_path)
+    result = memory.probe(ProbeContext.for_path(str(root), ranks_per_node=2))
+    assert result.status in ("refuted", "inconclusive"), result  # kilobytes to ~100 MiB: they fit here
+    assert result.facts["per_rank_bytes"] > 0 and result.facts["need_bytes"] == 4 * result.facts["per_rank_bytes"]
+    assert any(line.startswith("each rank reads about ") for line in result.evidence)
+
+
+def test_a_pipeline_rank_counts_its_stage_share_of_the_layer_files():
+    from triage.probe.checks import memory
+    from triage.probe.context import ProbeContext
+
+    tag = pc.layout_base("pp2-fp32") / "global_step3"
+    layers = sum(p.stat().st_size for p in tag.glob("layer_*-model_states.pt"))
+    stage_file = max(p.stat().st_size for p in tag.glob("mp_rank_*_model_states.pt"))
+    result = memory.probe(ProbeContext.for_path(str(tag.parent), ranks_per_node=1))
+    assert result.facts["per_rank_bytes"] == stage_file + -(-layers // 2)  # two stages share the layers
+
+
+def test_a_model_dir_is_sized_by_the_weight_files_from_pretrained_reads(tmp_path):
+    from corpus import kept
+    from triage.probe.checks import memory
+    from triage.probe.context import ProbeContext
+
+    model = _checkpoint_dir("pretrained", kept.ARCHIVES / "pretrained.tar.xz", tmp_path)
+    result = memory.probe(ProbeContext.for_path(str(model), ranks_per_node=1))
+    assert result.facts["per_rank_bytes"] == (model / "model.safetensors").stat().st_size
+    assert any("as from_pretrained" in line for line in result.evidence)
+
+
+def test_the_report_names_what_lowers_the_need(cli):
+    root = pc.scenario(pc.HEALTHY)
+    tag = root / "global_step3"
+    model = os.path.getsize(tag / "mp_rank_00_model_states.pt")
+    per_rank = model + max(os.path.getsize(p) for p in tag.glob("*_optim_states.pt"))
+    _, _, result = memory_result(cli, "probe", root, "--ranks-per-node", 4, "--host-memory", 3 * 2 * per_rank)
+    lower = [line for line in result["evidence"] if line.startswith("lower it: ")]
+    assert len(lower) == 3, result["evidence"]
+    assert "load_optimizer_states=False" in lower[0] and "unsafe" in lower[0]
+    assert "universal checkpoint" in lower[1] and "fewer ranks per node: 3 fit" in lower[2]
+
+
+def test_a_universal_checkpoint_is_read_one_parameter_at_a_time(tmp_path):
+    import torch
+
+    from corpus import layouts, runner
+    from triage.probe.checks import memory
+    from triage.probe.context import ProbeContext
+
+    root = pc.copy_of(pc.HEALTHY, "memory-universal")
+    pre = {"run": "ds_to_universal", "flags": ["--inject_missing_state"]}
+    assert runner.run(runner.build_command(pre, layouts.LAYOUTS["z2-dp2-fp32"], str(root)), {},
+                      tmp_path / "convert.log") == 0, (tmp_path / "convert.log").read_text()[-2000:]
+    tag = root / "global_step3_universal"
+    largest = max(torch.load(p, weights_only=True)["param"].numel() for p in tag.glob("zero/*/fp32.pt"))
+    result = memory.probe(ProbeContext.for_path(str(tag), ranks_per_node=1))
+    assert result.facts["per_rank_bytes"] == (tag / "mp_rank_00_model_states.pt").stat().st_size + 3 * 4 * largest
+    assert not any("lower it: a universal checkpoint" in line for line in result.evidence)  # it is one
