@@ -1,6 +1,6 @@
 """Every catalogued message is recognised pasted alone (issue 42, item 2), for every project the
 catalogue reads: DeepSpeed (every minor from 0.3), torch, transformers, accelerate, safetensors,
-Megatron-DeepSpeed, Megatron-LM and GPT-NeoX. The pastes are derived from the catalogue (the
+Lightning and its Fabric, PEFT, TRL, Megatron-DeepSpeed, Megatron-LM and GPT-NeoX. The pastes are derived from the catalogue (the
 message index, rules/load-site-messages.json): each template filled with values of the kind each
 placeholder names, as tests/site_pastes.py does. Recognised means the message index names the
 site; a category comes only from a rule covering it (tests/test_site_messages.py checks those)."""

@@ -8,10 +8,11 @@ qualified name (`SDLoaderBase.check_ckpt_list`) or its bare name (`check_ckpt_li
 Naming the function is not explaining the failure: a function raises for several causes
 (`_load_global_state` refuses a gradient-clipping mismatch beside its version checks). A rule
 *covers* a site only when it also describes that very raise (issue 42, item 5): one of its
-patterns has a `message` regex that matches the site's template filled with values
-(triage.kb.fill), its `exception` (if any) naming the site's type, or a frame whose `code`
-regex matches the site's own source line, or, for a bare `assert` or `raise`, an empty-message
-pattern (`message: '^$'`) with a frame in the site's file and function: all its traceback shows.
+patterns has a `message` regex (a `line` regex, for a message logged before a failure) that matches
+the site's template filled with values (triage.kb.fill), its `exception` (if any) naming the site's
+type, or a frame whose `code` regex matches the site's own source line, or, for a bare `assert` or
+`raise`, an empty-message pattern (`message: '^$'`) with a frame in the site's file and function:
+all its traceback shows.
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ def _type_fits(regex, exception: str) -> bool:
 
 
 def _names_message(cond, site) -> bool:
-    if cond.message is None or not site.message or cond.message.search(_UNRELATED):
+    # A message logged before a failure (Megatron prints why, then exits) is never an exception's
+    # message: a log line is all a rule can name it by.
+    regex = cond.line if site.kind == "logged" and cond.message is None else cond.message
+    if regex is None or not site.message or regex.search(_UNRELATED):
         return False
     if not _type_fits(cond.exception, site.exception):
         return False
@@ -63,8 +67,8 @@ def _names_message(cond, site) -> bool:
 
     # A regex may ask for one value of a placeholder (`can't find \*_model_states\.pt files` of
     # `can't find {glob_pattern} files`): its own literal words are tried as values too.
-    for text, spans in fillings(site.message, literal_words(cond.message.pattern)):
-        found = cond.message.search(text)
+    for text, spans in fillings(site.message, literal_words(regex.pattern)):
+        found = regex.search(text)
         if found is not None and _own_text(text, found.span(), spans) >= min(OWN_TEXT, _own_text(text, None, spans)):
             return True
     return False

@@ -29,6 +29,10 @@ DEEPSPEED_INFERENCE: tuple[tuple[str, str, str | None], ...] = (
     ("deepspeed", "module_inject/load_checkpoint.py", None),
 )
 
+_TRL_RESUME = (r"\w+\.(_load_from_checkpoint|_load_optimizer_and_scheduler|_load_rng_state|_load_model_hook"
+               r"|_load_best_model)")
+_TRL_VALUE_HEAD = r"\w+\.(from_pretrained|_get_checkpoint_from_hub|add_and_load_reward_modeling_adapter|post_init)"
+
 # import name -> (releases read, scopes). Wheels for these (pure Python), read with `ast`.
 PYPI: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str, str | None], ...]]] = {
     "transformers": (("4.30.2", "4.40.2", "4.46.3", "4.57.6", "5.25.0"), (
@@ -57,9 +61,28 @@ PYPI: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str, str | None], ...]]]
         ("peft", "utils/save_and_load.py", r"load_peft_weights|set_peft_model_state_dict|_find_mismatched_keys"),
         ("peft", "peft_model.py", r"PeftModel\.(from_pretrained|load_adapter)"),
     )),
+    # TRL resumes through the transformers Trainer; its own part: the trainers' resume hooks, the
+    # value-head models' loading (moved under experimental/ in 0.29) and the diffusion pipelines'.
+    "trl": (("0.7.11", "0.9.6", "0.12.2", "0.19.1", "0.29.1", "1.16.0"), (
+        ("trl", "trainer/*.py", _TRL_RESUME),
+        ("trl", "experimental/*/*.py", _TRL_RESUME),
+        ("trl", "models/modeling_base.py", _TRL_VALUE_HEAD),
+        ("trl", "models/modeling_value_head.py", _TRL_VALUE_HEAD),
+        ("trl", "experimental/ppo/modeling_value_head.py", _TRL_VALUE_HEAD),
+        ("trl", "models/modeling_sd_base.py", r"\w+\.load_checkpoint"),
+    )),
+    # Lightning's DeepSpeed strategy loads through Fabric's from 2.0: its checks of the checkpoint
+    # folder and the state, the strategy's load, and Fabric's own load of a checkpoint file.
+    "lightning_fabric": (("1.9.5", "2.2.5", "2.5.0", "2.6.6"), (
+        ("lightning_fabric", "strategies/deepspeed.py", None),
+        ("lightning_fabric", "strategies/strategy.py",
+         r"Strategy\.(load_checkpoint|load_module_state_dict|_load_checkpoint)"),
+        ("lightning_fabric", "utilities/load.py", r"_lazy_load|_load_distributed_checkpoint|_move_state_into"),
+        ("lightning_fabric", "fabric.py", r"Fabric\.(load|load_raw)"),
+    )),
 }
 # The PyPI name of a project whose import name differs.
-PYPI_NAMES = {"pytorch_lightning": "pytorch-lightning"}
+PYPI_NAMES = {"pytorch_lightning": "pytorch-lightning", "lightning_fabric": "lightning-fabric"}
 
 # project -> (GitHub repository, scopes), read from one snapshot each.
 REPOSITORIES: dict[str, tuple[str, tuple[tuple[str, str, str | None], ...]]] = {

@@ -322,7 +322,8 @@ def _examples(examples: list[dict]) -> list[Block]:
         lines = example["log"].rstrip("\n").splitlines()
         if len(lines) > EXCERPT_LINES:
             lines = lines[:EXCERPT_LINES] + [f"... ({len(lines) - EXCERPT_LINES} more lines in the rule file)"]
-        listed.append(Item([f"{example['expect']}: inline excerpt{note}"]))
+        origin = " (the site's template, values filled in)" if example.get("source") == "template" else ""
+        listed.append(Item([f"{example['expect']}: inline excerpt{origin}{note}"]))
         # The excerpt after the list, not inside it: Python-Markdown (mkdocs) does not
         # nest fenced code in list items; GitHub reads it the same either way.
         blocks += [Items(listed), CodeBlock(lines)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from triage.kb import site_history
 from triage.kb.coverage import per_file, site_source
 from triage.runbook.rule_docs import table_code as _table_code
-from triage.runbook.site_projects import message as _message
+from triage.runbook.site_projects import message as _message, project_names
 
 
 def _releases(ranges) -> str:
@@ -45,8 +45,9 @@ def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str,
         "`references` names the site's file (`source`) and its function (`function`: the qualified or the "
         "bare name, or an fnmatch glob such as `DeepSpeedZeroOptimizer.*`), and one of its patterns describes "
         "that very failure: a `message` regex that matches the site's message template (its placeholders "
-        "filled with values), or a frame `code` regex that matches the site's own source line (how a bare "
-        "`assert` is named); see rules/README.md. A rule that only names the function explains another "
+        "filled with values; a `line` regex, for a message logged before a failure), or a frame `code` "
+        "regex that matches the site's own source line (how a bare `assert` is named); see rules/README.md. "
+        "A rule that only names the function explains another "
         "raise there: such a site is uncovered, and the rules naming its function are listed beside it. "
         "A site is also a message logged right before a failure (`logger.warning(...)` then `raise`, "
         "Megatron's `print_rank_0(...)` then `sys.exit()`), or one collected into a list a raise joins "
@@ -54,7 +55,7 @@ def load_sites_page(covered: list[tuple[object, list[str]]], versions: dict[str,
         "",
         "After the sites of older releases come the projects around DeepSpeed, read from their releases or "
         "a repository snapshot by `python -m triage.kb.site_history_build` (triage/kb/projects.py): "
-        "transformers, accelerate, safetensors, Megatron-DeepSpeed, Megatron-LM and GPT-NeoX; "
+        + project_names(history) + "; "
         "[the coverage per project and release](#coverage-per-project-and-release) counts them all.",
         "",
         "The releases column names the releases that have the site with this message template, out of those "

@@ -37,6 +37,12 @@ def per_release(history: dict, rules_of: dict[tuple, list[str]]) -> list[str]:
     return out
 
 
+def project_names(history: dict) -> str:
+    """The projects read beside DeepSpeed and torch, as the index orders them: "a, b and c"."""
+    names = [package for package in history.get("packages", {}) if package not in ("deepspeed", "torch")]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
+
 def project_sections(covered: list[tuple[object, list[str]]], history: dict) -> list[str]:
     """One section per project read from its releases or a snapshot: every site with its releases."""
     out = []
