@@ -141,3 +141,18 @@ def test_every_exit_code_is_documented():
     documented = {int(code) for code in re.findall(r"^\| (\d+) \| ", text, re.M)}
     codes = {value for name, value in vars(errors).items() if name.startswith("EXIT_")}
     assert codes and codes <= documented, sorted(codes - documented)
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+            if line.strip().startswith("| ") and not line.strip().startswith(("| project", "|---"))]
+
+
+def test_the_readmes_coverage_is_the_newest_release_of_each_project_in_load_sites():
+    """README's per-project coverage (issue 42, item 6) is the generated page's, never a stale copy."""
+    page = (ROOT / "docs" / "load-sites.md").read_text()
+    per_release = _table_rows(page.split("## Coverage per project and release")[1].split("\n## ")[0])
+    newest = {row[0]: row for row in per_release}  # the page lists each project's releases oldest first
+    readme = (ROOT / "README.md").read_text()
+    shown = _table_rows(readme.split("| project | newest release read |")[1].split("\n\n")[0])
+    assert shown == list(newest.values())
