@@ -159,3 +159,90 @@ def test_excerpt_shows_every_deciding_line_even_far_apart():
     assert len([row for row in out if "|" in row]) <= MAX_EXCERPT
     near = excerpt(log, {100, 103})  # close lines share one window
     assert sum(row.strip() == "..." for row in near) == 1 and ">>103 | line 103" in near
+
+
+# ---------------------------------------------------------------------- a conversation, not a form (issue 43)
+
+@pytest.fixture(scope="module")
+def z3():
+    from tests.probe_checkpoints import layout_base
+
+    return str(layout_base("z3-dp2-fp32"))
+
+
+def test_a_question_help_and_quit_without_a_slash_are_not_log_text(chat):
+    out = chat.handle("what should I check first?").text
+    assert "Paste the failing job's log (or its traceback) first" in out and chat.session.report is None
+    assert "/verify [N]" in chat.handle("help").text and chat.session.report is None
+    chat.handle(corpus_log(ZERO3_LOG))
+    assert chat.pending.fact == "ckpt"
+    out = chat.handle("what now").text  # at the checkpoint question: asked, not a path
+    assert "What to check first:" in out and "no such file or directory" not in out
+    assert chat.pending.fact == "ckpt" and chat.session.log.count("what now") == 0
+    assert chat.handle("quit").done
+
+
+def test_verify_does_not_offer_again_a_listing_already_pasted(chat, z3):
+    from tests.test_evidence_chat import listing, trace
+
+    chat.handle(trace())
+    before = chat.handle("/verify").text
+    assert "ls -la" in before and "Already answered" not in before
+    chat.handle(listing(z3))  # the real `cat latest; echo; ls -la ROOT TAG` of a ZeRO-3 baseline
+    out = chat.handle("/verify").text
+    offered, answered = out.split("Already answered by what you pasted (not asked again):")
+    assert "ls -la" not in offered and "cat " not in offered  # neither the listing nor `cat latest`
+    assert "] id\n" in offered  # what was not pasted is still offered
+    assert '] ls -la "$CKPT" "$CKPT"/"$TAG": the pasted ls -l output' in answered
+    assert '] cat "$CKPT"/latest: the pasted cat latest output' in answered
+
+
+def test_answering_the_stage_question_shows_the_new_ranking_and_what_changed(rules, z3):
+    import subprocess
+
+    from tests.test_evidence_chat import TAG, trace
+
+    chat = Conversation(Session(rules))
+    chat.handle(trace())
+    tag_only = subprocess.run(["ls", "-la", f"{z3}/{TAG}"], capture_output=True, text=True, check=True).stdout
+    chat.handle(f"$ ls -la {z3}/{TAG}\n" + tag_only)  # the tag alone: DS-Z001 not decided yet
+    for _ in range(6):  # the questions before the stage's, skipped
+        if chat.pending is not None and chat.pending.fact == "stage":
+            break
+        chat.handle("skip")
+    assert chat.pending.fact == "stage" and chat.prompt() == "ZeRO stage> "
+    out = chat.handle("2").text
+    assert out.startswith("ZeRO stage: 2.\n")
+    ranking = out.split("Confirmed:\n", 1)[1]
+    assert ranking.startswith("  1. DS-Z001 zero_stage_mismatch")  # the ranking, shown again, DS-Z001 first
+    assert "What changed:\n  DS-Z001: open -> confirmed" in out
+
+
+def test_run_output_updates_the_ranking_with_the_checkpoint_here(rules, z3):
+    chat = Conversation(Session(rules, given={"ckpt": z3}))
+    from tests.test_evidence_chat import trace
+
+    chat.handle(trace())
+    listed = next(s.number for s in chat.session.steps() if s.command.startswith("ls -la") and s.command.count(z3) == 2)
+    assert "It only reads. [y/N]" in chat.handle(f"/run {listed}").text
+    out = chat.handle("yes").text
+    assert "zero_pp_rank_1_mp_rank_00_model_states.pt" in out  # the real output, then what it decides
+    assert "Verdict: zero_stage_mismatch [DS-Z001]" in out and "What changed:\n  DS-Z001: open -> confirmed" in out
+
+
+def test_replies_wrap_between_words_and_break_only_a_word_longer_than_a_row(chat, z3):
+    from tests.test_evidence_chat import listing, trace
+    from triage.chat.wrap import width_of, wrap
+
+    chat.handle(trace())
+    text = chat.handle(listing(z3)).text  # the verdict, with the baseline's long shard paths
+    rows = wrap(text, 79)
+    assert max(len(row) for row in rows) <= 79 and len(rows) > len(text.splitlines())
+    words = text.split()
+    assert " ".join(rows).split() != words  # something was broken: the `ds-triage inspect` path
+    broken = [w for w in " ".join(rows).split() if w not in words]
+    assert broken and all(w.endswith("/") or w.startswith("zero_pp_rank") for w in broken)
+    assert "".join(broken) in text  # the pieces of the one long path, in order
+    styled = wrap("\x1b[1;33m  1. DS-Z001 " + "word " * 30 + "\x1b[0m", 40)  # colour codes take no room
+    assert all(width_of(row) <= 40 for row in styled) and width_of(styled[0]) >= 36 and len(styled[0]) > 40
+    assert styled[1].startswith("     word")  # an item continues under its text

@@ -15,7 +15,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from tests.conftest import corpus_log
-from triage.chat import app
+from triage.chat import app, pager
 from triage.chat.conversation import Conversation
 from triage.chat.session import Session
 
@@ -49,7 +49,7 @@ def typing():
     return clock
 
 
-def drive(rules, *keys, history=None, clock=None, later=()):
+def drive(rules, *keys, history=None, clock=None, later=(), paged=False):
     """Run the chat on `keys`; then each `(ready, key)` of `later` is typed once `ready(session)`
     holds and the app has had a moment's rest (what a person's key after a paste looks like)."""
     conversation = Recorder(Session(rules))
@@ -77,7 +77,8 @@ def drive(rules, *keys, history=None, clock=None, later=()):
 
         stuck = []
         threading.Thread(target=type_later, daemon=True).start()
-        code = app.run_app(conversation, session, written.append)
+        shown = pager.for_session(session, written.append) if paged else None  # DummyOutput: 40 x 80
+        code = app.run_app(conversation, session, written.append, pager=shown)
         finished.set()
     assert not stuck, f"the keys did not end the session; the prompt still held {stuck[0]!r}"
     return conversation, "".join(written), code
@@ -93,10 +94,18 @@ def test_a_bracketed_paste_is_one_message_and_gets_the_ranked_causes(rules):
     assert out.rstrip().endswith("(or 'skip')")  # and the next question
 
 
-def test_typed_lines_end_on_an_empty_line_or_esc_enter(rules):
-    chat, _, _ = drive(rules, "RuntimeError: first", ENTER, "second line", ENTER, ENTER,
-                       "AssertionError", ENTER, "more", ESC_ENTER, CTRL_D)
-    assert chat.messages == ["RuntimeError: first\nsecond line\n", "AssertionError\nmore"]
+def test_enter_sends_at_every_prompt_and_esc_enter_starts_a_new_line(rules):
+    """Enter sends the same way at the main prompt (a question, a log line), at a question
+    (checkpoint>) and at a yes/no; Esc-Enter (Alt-Enter) is how a typed message gets a second line."""
+    chat, out, _ = drive(rules, "what should I check first?", ENTER,
+                         "RuntimeError: first", ESC_ENTER, "second line", ENTER,
+                         PASTE_START + corpus_log(TRACE) + PASTE_END, "what now", ENTER, "skip", ENTER,
+                         f"/export {os.devnull}", ENTER, "no", ENTER, CTRL_D)
+    assert chat.messages == ["what should I check first?", "RuntimeError: first\nsecond line",
+                             corpus_log(TRACE), "what now", "skip", f"/export {os.devnull}", "no"]
+    assert "Paste the failing job's log (or its traceback) first" in out  # the question, answered
+    assert "What to check first:" in out and "Skipped the checkpoint." in out
+    assert "Replace it with the incident report? [y/N]" in out and "Not done." in out
 
 
 def test_a_one_line_command_or_answer_ends_with_enter(rules):
@@ -133,6 +142,19 @@ def test_ctrl_c_drops_the_input_and_the_session_goes_on_ctrl_d_leaves(rules):
     chat, out, code = drive(rules, "half a mess", CTRL_C, "/help", ENTER, CTRL_D, "/quit", ENTER)
     assert chat.messages == ["/help"] and code == 0
     assert "/export FILE" in out
+
+
+def test_a_page_taller_than_the_screen_is_paged_space_enter_q(rules):
+    """/runbook's ~100 lines on a 40-row screen: 39 rows, the pager's prompt, a page more on space,
+    a line more on Enter; q skips the rest, and the next message is read as usual."""
+    chat, out, _ = drive(rules, "/runbook DS-Z001", ENTER, " ", ENTER, "q", "/help", ENTER, CTRL_D, paged=True)
+    assert chat.messages == ["/runbook DS-Z001", "/help"]  # the pager's keys were not messages
+    page = out.split("ds-triage> /runbook DS-Z001\n", 1)[1].split("ds-triage> /help", 1)[0]
+    rows = page.rstrip("\n").split("\n")
+    assert len(rows) == 39 + 39 + 1 + 1 and max(len(row) for row in rows) <= 79
+    assert rows[-1].startswith("(") and rows[-1].endswith(" more lines not shown)")
+    assert "FIX" in rows and "Full page with the signature" not in page
+    assert "Questions and the words help and quit need no slash." in out  # /help, after the pager
 
 
 def test_quit_leaves(rules):
@@ -211,6 +233,22 @@ def test_a_history_file_that_turns_unwritable_warns_once(rules, tmp_path):
     path.mkdir()  # unwritable as a file for any user, root included
     drive(rules, "/help", ENTER, "/rules", ENTER, CTRL_D, history=history)
     assert len(warnings) == 1 and "cannot write the chat history" in warnings[0]
+
+
+def test_an_enter_sends_unless_it_is_a_line_of_a_paste():
+    now = [0.0]
+    burst = app.Burst(lambda: now[0])
+    burst.saw_key()
+    now[0] = 0.005  # right behind the key before: a paste's own Enter
+    assert app.paste_newline(burst, False, "first line")
+    assert app.paste_newline(burst, True, "")  # keys queued behind it
+    now[0] = 0.1  # a moment later, in a message typed (or Alt-Entered): the person sends
+    assert not app.paste_newline(burst, False, "typed line")
+    assert not app.paste_newline(burst, False, "typed\nwith Esc-Enter")
+    burst.pasting = True  # the message has lines from a paste's keys: its next chunk came late
+    assert app.paste_newline(burst, False, "pasted\nlines")
+    now[0] = 1.0  # the person looked at the paste, then pressed Enter
+    assert not app.paste_newline(burst, False, "pasted\nlines")
 
 
 def test_bytes_still_unread_in_the_terminal_mark_an_enter_as_part_of_a_paste():

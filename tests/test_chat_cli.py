@@ -243,7 +243,7 @@ def test_in_a_real_terminal_a_pasted_trace_and_one_answer_give_the_verdict(tmp_p
 
 @pytest.mark.parametrize("env, coloured", [("", True), ("NO_COLOR=1", False), ("TERM=dumb", False)])
 def test_colours_follow_no_color_and_a_dumb_terminal(tmp_path, env, coloured):
-    tmux = Tmux()
+    tmux = Tmux(height=100)  # the whole runbook page on one screen, not paged
     try:
         tmux.start_chat(tmp_path, env)
         tmux.type("/runbook DS-Z001")

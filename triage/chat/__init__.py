@@ -13,8 +13,12 @@
     lookup.py        /runbook: the page `ds-triage runbook` prints
     reply.py         what a message gets back (Reply) and what the conversation waits for (Ask)
     export.py        the Markdown incident report (/export)
+    intent.py        a typed line's intent: a command word without its slash, a question
+    pasted.py        pasted command output read as evidence, and the deciding question
     app.py           the prompt_toolkit prompt: paste, key bindings, completion, history
+    pager.py         replies on a terminal: wrapped at its width, paged when taller than it
+    wrap.py          wrapping between words (a long path broken after a `/`)
     plain.py         no terminal (stdin piped): the whole input as one conversation
 
-Only app.py imports prompt_toolkit; nothing here imports torch or deepspeed.
+Only app.py and pager.py import prompt_toolkit; nothing here imports torch or deepspeed.
 """

@@ -6,8 +6,9 @@
   terminal's buffer), or handled within BURST_SECONDS of the key before it, is a newline of the paste, never
   a send, so a chained traceback's blank line does not cut it and its lines are not taken as
   answers (keys read in one go are handled microseconds apart; typed ones, 30 ms or more).
-* A typed message ends on an empty line (Enter on an empty last line) or with Esc-Enter; a
-  one-line command or answer ends with Enter.
+* Enter sends, at every prompt (the log's, a question's, a yes/no). To type several lines, end
+  each but the last with Esc-Enter (Alt-Enter); a paste keeps its lines whatever Enter does.
+* A reply is wrapped at the terminal's width, and one taller than the screen is paged (pager.py).
 * Ctrl-C clears the current input; Ctrl-D (on an empty prompt) leaves.
 * Completion: the slash commands, and paths wherever a path is asked for.
 * History in $XDG_STATE_HOME/ds-triage/chat_history (default ~/.local/state), created 0600 in a
@@ -35,12 +36,16 @@ from prompt_toolkit.utils import is_dumb_terminal
 
 from triage.chat import commands
 from triage.chat.conversation import Conversation
+from triage.chat.pager import Pager, for_session
 from triage.chat.reply import PATH
 
 MAX_HISTORY_ENTRY = 256 * 1024  # a huge paste is not worth recalling with the arrow keys
 # Keys closer than this are a paste (a terminal's write chunks), not typing (a fast typist's
 # keys are 30 ms or more apart).
 BURST_SECONDS = 0.012
+# An Enter this soon after a key, in a message that a paste's keys already gave several lines, is one
+# more line of that paste (its next chunk late over a slow link), not the person sending it.
+PASTE_PAUSE = 0.15  # a person reads the paste before sending it: longer than this
 ECHO_LINES = 6  # a longer message is echoed as one line: a 300-line paste should not fill the screen
 
 
@@ -135,14 +140,6 @@ class ChatCompleter(Completer):
             yield from self.paths.get_completions(Document(arg), complete_event)
 
 
-def submits(document: Document, conversation: Conversation) -> bool:
-    """Whether Enter sends the message: a one-line command or answer, or an empty last line."""
-    text = document.text
-    if "\n" not in text:
-        return not text.strip() or text.startswith("/") or conversation.pending is not None
-    return document.cursor_position_row == document.line_count - 1 and not document.current_line.strip()
-
-
 class Burst:
     """Whether the key being handled is part of a paste: the key before it was handled only
     BURST_SECONDS ago. `saw_key` runs after every key (the key processor's after_key_press)."""
@@ -150,9 +147,14 @@ class Burst:
     def __init__(self, clock: Callable[[], float] = time.monotonic, queued_is_paste: bool = True):
         # queued_is_paste=False only for tests that feed typed keys through a pipe all at once
         self.clock, self.last, self.queued_is_paste = clock, float("-inf"), queued_is_paste
+        self.pasting = False  # the message being written has lines from a paste's keys
 
     def __call__(self) -> bool:
         return self.clock() - self.last < BURST_SECONDS
+
+    def paused(self) -> bool:
+        """Within PASTE_PAUSE of the key before: a pause inside a paste, not a person's."""
+        return self.clock() - self.last < PASTE_PAUSE
 
     def saw_key(self, _sender=None) -> None:
         self.last = self.clock()
@@ -166,7 +168,13 @@ def unread_input(terminal_input) -> bool:
         return False
 
 
-def key_bindings(conversation: Conversation, burst: Burst) -> KeyBindings:
+def paste_newline(burst: Burst, queued: bool, text: str) -> bool:
+    """Whether an Enter is a line of a paste, not the person sending: keys queued behind it, the
+    key before it a burst's, or a pause shorter than PASTE_PAUSE in a message a paste began."""
+    return burst() or queued or (burst.pasting and "\n" in text and burst.paused())
+
+
+def key_bindings(burst: Burst) -> KeyBindings:
     bindings = KeyBindings()
 
     @bindings.add("enter")
@@ -176,18 +184,21 @@ def key_bindings(conversation: Conversation, burst: Burst) -> KeyBindings:
         # keys still queued behind this Enter, read in the same go or still waiting to be read
         # (a paste comes in 1 KiB reads): a paste, whatever the clock says (a loaded machine can
         # take longer than BURST_SECONDS between two keys of one read)
-        in_paste = burst() or (burst.queued_is_paste and (bool(event.app.key_processor.input_queue)
-                                                          or unread_input(event.app.input)))
-        if state is not None and state.current_completion is not None and not in_paste:
-            buffer.apply_completion(state.current_completion)
-        elif not in_paste and submits(buffer.document, conversation):
-            buffer.validate_and_handle()
-        else:
+        queued = burst.queued_is_paste and (bool(event.app.key_processor.input_queue)
+                                            or unread_input(event.app.input))
+        if paste_newline(burst, queued, buffer.text):
             buffer.newline(copy_margin=False)
+            burst.pasting = True
+        elif state is not None and state.current_completion is not None:
+            buffer.apply_completion(state.current_completion)
+        else:
+            burst.pasting = False
+            buffer.validate_and_handle()
 
     @bindings.add("escape", "enter")
-    def _send(event) -> None:
-        event.current_buffer.validate_and_handle()
+    def _newline(event) -> None:  # Alt-Enter: a typed message of several lines
+        burst.pasting = False
+        event.current_buffer.newline(copy_margin=False)
 
     @bindings.add(Keys.BracketedPaste)
     def _paste(event) -> None:
@@ -207,7 +218,7 @@ def prompt_session(conversation: Conversation, history: History | None = None, i
                    queued_is_paste: bool = True) -> PromptSession:
     burst = Burst(clock, queued_is_paste)
     session = PromptSession(
-        multiline=True, key_bindings=key_bindings(conversation, burst), completer=ChatCompleter(conversation),
+        multiline=True, key_bindings=key_bindings(burst), completer=ChatCompleter(conversation),
         complete_while_typing=True, history=history or InMemoryHistory(), input=input, output=output,
         erase_when_done=True,  # run_app echoes the message itself, a long paste as one line
         prompt_continuation=lambda width, line_number, wrap_count: "." * (width - 1) + " ",
@@ -225,10 +236,12 @@ def echo(prompt: str, message: str) -> str:
 
 
 def run_app(conversation: Conversation, session: PromptSession, write: Callable[[str], None],
-            echo_input: bool = True) -> int:
+            echo_input: bool = True, pager: Pager | None = None) -> int:
     """Read, answer, repeat, until /quit or Ctrl-D. Returns the exit code (0). `echo_input`: the
-    prompt erased the message (erase_when_done), so it is written back, a long one shortened."""
-    write(conversation.greeting())
+    prompt erased the message (erase_when_done), so it is written back, a long one shortened.
+    `pager`: the replies wrapped at the terminal's width and paged (else written as they are)."""
+    show = pager.show if pager is not None else write
+    show(conversation.greeting())
     while True:
         prompt = conversation.prompt()
         try:
@@ -238,16 +251,18 @@ def run_app(conversation: Conversation, session: PromptSession, write: Callable[
         except EOFError:  # Ctrl-D
             break
         if echo_input:
-            write(echo(prompt, message))
+            show(echo(prompt, message))
+        if pager is not None:
+            conversation.width = pager.width()  # a page rendered to a width (/runbook) fits this one
         try:
             reply = conversation.handle(message)
         except Exception as exc:  # a bug must not end the incident the user is working on
             if os.environ.get("DS_TRIAGE_DEBUG"):
                 raise
-            write(f"ds-triage: internal error: {type(exc).__name__}: {exc} "
+            show(f"ds-triage: internal error: {type(exc).__name__}: {exc} "
                   "(DS_TRIAGE_DEBUG=1 shows the traceback; please report it)\n")
             continue
-        write(reply.text)
+        show(reply.text)
         if reply.done:
             break
     return 0
@@ -261,6 +276,9 @@ def run_terminal(conversation: Conversation, history: str | None = None) -> int:
     def warn(text: str) -> None:
         print(text, file=sys.stderr)
 
-    # A dumb terminal gets prompt_toolkit's plain prompt, which prints what is typed and erases nothing.
-    return run_app(conversation, prompt_session(conversation, open_history(warn, keep=history)), write,
-                   echo_input=not is_dumb_terminal())
+    # A dumb terminal gets prompt_toolkit's plain prompt, which prints what is typed and erases nothing;
+    # its replies are wrapped, not paged.
+    session = prompt_session(conversation, open_history(warn, keep=history))
+    dumb = is_dumb_terminal()
+    return run_app(conversation, session, write, echo_input=not dumb,
+                   pager=for_session(session, write, paging=not dumb))

@@ -63,8 +63,10 @@ def _number(conv, arg: str, usage: str) -> int | Reply:
 def _help(conv, arg: str) -> Reply:
     lines = ["Paste the failing job's log, answer the questions, or use a command:"]
     lines += [f"  {c.usage:28s} {c.help}" for c in REGISTRY.values()]
-    lines.append("A paste is sent as it is; a typed message ends on an empty line or Esc-Enter. "
-                 "Ctrl-C clears the input, Ctrl-D leaves.")
+    lines.append("Enter sends. A paste is sent whole, however many lines; to type several lines, end each "
+                 "but the last with Esc-Enter (Alt-Enter). A long reply is paged: space for the next page, "
+                 "q to skip the rest. Ctrl-C clears the input, Ctrl-D leaves. Questions and the words help "
+                 "and quit need no slash.")
     return reply(*lines)
 
 
@@ -163,7 +165,7 @@ def _runbook(conv, arg: str) -> Reply:
     query = arg or (conv.session.ranked()[0][0].rule.id if conv.session.ranked() else "")
     if not query:
         return reply("/runbook QUERY: words from the error, a rule id (DS-Z001) or a category.")
-    return Reply(runbook_page(conv.session.rules, query, conv.style))
+    return Reply(runbook_page(conv.session.rules, query, conv.style, conv.width))
 
 
 @command("/export", "/export FILE", "Write a Markdown incident report (asks before replacing a file).",

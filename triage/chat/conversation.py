@@ -45,6 +45,7 @@ class Conversation(PastedEvidence):
         self.interactive = interactive
         self.run_command = run_command or (lambda command: readonly.run(command, readonly.Context.of(self.session)))
         self.pending: Ask | None = None
+        self.width: int | None = None  # the terminal's, set by the shell: pages rendered to a width fit it
 
     # ------------------------------------------------------------------ the entry point
 
@@ -55,18 +56,28 @@ class Conversation(PastedEvidence):
         if found is not None:
             return self._command(*found)
         if intent.is_question(line):  # asked, not answered: what to do next, never a path or log text
-            self.session.asked.clear()
-            return reply("To decide between the causes:") + self.next_step() if self.session.report else \
-                reply("Paste the failing job's log (or its traceback) first: I rank the causes, then ask for the "
-                      "one output that tells them apart.")
+            return self._asked()
         if self.pending is not None and "\n" not in line and not LOG_LINE.match(line):
             return self._answer(line)
+        if questions.is_skip(line) and self.session.report is not None:  # "skip" with no question open
+            return reply("Skipped.") + self.next_step()
         if not line:
             return Reply()
         first = line.split()[0]
         if "\n" not in line and first.startswith("/") and "/" not in first[1:]:
             return reply(f"Unknown command {first}: /help lists the commands.")
         return self._log(message.replace("\r\n", "\n").replace("\r", "\n"))  # as pasted: line numbers hold
+
+    def _asked(self) -> Reply:
+        """A question to the chat (`what should I check first?`): the next step, asked again."""
+        session = self.session
+        if session.report is None:
+            return reply("Paste the failing job's log (or its traceback) first: I rank the causes, then ask for "
+                         "the one output that tells them apart.")
+        if session.triage is not None and session.triage.confirmed:
+            return reply(*replies.verdict(session, self.style)[:2], NEXT)
+        session.asked.clear()  # the deciding question, asked again
+        return reply("What to check first:") + self.next_step()
 
     def _command(self, cmd, arg: str) -> Reply:
         waiting = self.pending
@@ -124,14 +135,17 @@ class Conversation(PastedEvidence):
         session = self.session
         before = {h.rule.id: (d.status if d else None) for h, d in session.ranked()}
         session.set_fact(fact, value)
-        said = reply(f"{LABELS[fact].capitalize()}: {value}.")
+        said = reply(f"{LABELS[fact][0].upper()}{LABELS[fact][1:]}: {value}.")
         if session.evidence and session.report is not None and not session.facts.get("ckpt"):
-            # decided on pasted evidence: decide again with the new fact, and say what changed
+            # decided on pasted evidence: decide again with the new fact; the ranking, and what changed
             try:
                 session.decide_on_evidence()
-                said = said + reply(*replies.changes(session, before))
+                said = said + reply(*replies.verdict(session, self.style), *replies.changes(session, before))
             except TriageError as exc:
                 said = said + reply(f"error: {exc.message}")
+        elif fact in ("stage", "world_size") and session.report is not None and not session.facts.get("ckpt"):
+            said = said + reply(f"Nothing changed in the ranking yet: the {LABELS[fact]} decides against the "
+                                "checkpoint's saved layout, which no listing has shown.")
         return said + (then() if then else self.next_step())
 
     def ask_fact(self, fact: str, then: Callable[[], Reply] | None = None) -> Reply:
@@ -176,6 +190,8 @@ class Conversation(PastedEvidence):
                          if session.facts.get("ckpt") else "")
         if not session.report.is_checkpoint_failure:
             return Reply()
+        if session.triage is not None and session.triage.confirmed and not session.facts.get("ckpt"):
+            return reply(NEXT)  # decided on pasted evidence: no checkpoint to ask for
         deciding = self._deciding()
         if self.interactive and deciding and questions.next_question(session) \
                 and questions.next_question(session).fact == "ckpt":
@@ -224,11 +240,14 @@ class Conversation(PastedEvidence):
         run = self.run_command(command)
         self.session.commands.append(run)
         out = reply(*replies.command_run(run))
-        # its output is evidence like a paste: without a checkpoint here, it updates the ranking
+        # its output is evidence like a paste: it updates the ranking, unless the probes read the checkpoint
         items = [i for i in evidence.read(f"$ {command}\n{run.output}") if i.kind != "log"]
-        if items and run.returncode == 0 and not self.session.facts.get("ckpt"):
+        if items and run.returncode == 0 and self.session.probed_checkpoint():
+            return out + reply("Nothing changed in the ranking: the probes read this checkpoint already "
+                               "(/why N shows what decided each cause).")
+        if items and run.returncode == 0:
             return out + self.read_evidence(items)
-        return out
+        return out + reply("Nothing changed in the ranking: nothing in this output is evidence the causes use.")
 
     # ------------------------------------------------------------------ for the shells
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 
 WORDS = {"help": "/help", "?": "/help", "quit": "/quit", "exit": "/quit", "bye": "/quit"}
-# a question in words: ends with ?, starts with a question word, holds no path and no log shape
-QUESTION = re.compile(r"^(?:what|which|how|why|where|should|can|could|do|does|is|are|now what)\b[^/\\]{0,200}\?$",
-                      re.I)
+ASKING = r"(?:what|which|how|why|where|when|who|should|can|could|would|do|does|did|is|are|any idea|now what)\b"
+# a question in words: it starts with a question word and holds no path; ends with ?, or is short and
+# has none of a log line's marks (`:`, `=`, brackets, double quotes)
+QUESTION = re.compile(rf"^{ASKING}[^/\\]{{0,200}}\?$|^{ASKING}[^/\\:=\[\](){{}}\"]{{0,80}}$", re.I)
 
 
 def command_word(line: str) -> str | None:

@@ -37,8 +37,8 @@ class PastedEvidence:
             said = said + reply(*replies.causes(session, self.style))
         if session.report is None:
             return said + reply("Paste the failing job's log to match this with the causes.")
-        if not session.report.is_checkpoint_failure or session.facts.get("ckpt"):
-            return said + self.next_step()
+        if not session.report.is_checkpoint_failure or session.probed_checkpoint():
+            return said + self.next_step()  # nothing to decide, or the probes read the checkpoint itself
         before = {h.rule.id: (d.status if d else None) for h, d in session.ranked()}
         try:
             session.decide_on_evidence()

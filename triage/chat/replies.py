@@ -168,16 +168,45 @@ def safety(step: dict) -> str:
 
 
 def steps(session: Session, style: Style, rule_id: str | None = None) -> list[str]:
-    """The verification commands, numbered for /run; each marked runnable here or copy-only."""
-    out, ctx = [], readonly.Context.of(session)
+    """The verification commands, numbered for /run; each marked runnable here or copy-only. One whose
+    output was pasted already is not offered again: it is named at the end, with the paste."""
+    out, answered, ctx = [], [], readonly.Context.of(session)
     for step in session.steps():
         if rule_id and step.rule_id != rule_id:
+            continue
+        pasted = answered_by(step.command, session)
+        if pasted is not None:
+            answered.append(f"  [{step.number}] {step.command}: {pasted.label()}")
             continue
         why = readonly.check(step.command, ctx)
         mark = f"/run {step.number}" if why is None else "copy it"
         out.append(f"  [{step.number}] {step.command}")
         out.append(style(f"      {step.shows} ({step.rule_id}; {mark})", "2"))
+    if answered:
+        out += ["Already answered by what you pasted (not asked again):"] + answered
     return out
+
+
+# the kind of pasted evidence (triage/evidence/) each program's output is read as
+PRINTS = {"ls": "listing", "find": "listing", "tree": "listing", "du": "listing", "stat": "listing",
+          "id": "identity", "whoami": "identity", "namei": "namei", "findmnt": "mounts", "mount": "mounts",
+          "pip": "versions", "pip3": "versions", "ds_report": "versions", "free": "memory", "nvidia-smi": "gpus",
+          "dmesg": "oom"}
+
+
+def answered_by(command: str, session: Session):
+    """The pasted evidence that already holds `command`'s output (its kind), or None."""
+    words = command.split()
+    kind = PRINTS.get(words[0]) if words else None
+    if words[:1] == ["cat"] and words[-1].strip("'\"").endswith("/latest"):
+        kind = "latest"
+    elif words[:1] == ["head"] and "-c" in words:
+        kind = "head"
+    elif words[:1] == ["grep"] and ('"$DS_CONFIG"' in command or (session.facts.get("config") or "\0") in command):
+        kind = "config"
+    elif words[:1] in (["python"], ["python3"]) and "__version__" in command:
+        kind = "versions"
+    return next((item for item in session.evidence if item.kind == kind), None)
 
 
 def facts(session: Session) -> list[str]:

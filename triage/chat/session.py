@@ -138,6 +138,10 @@ class Session:
         self.triage = apply.triage(self.report, self.evidence, self.log or None, given)
         return self.triage
 
+    def probed_checkpoint(self) -> bool:
+        """The verdict is the probes' on the checkpoint itself, not one decided on pasted evidence."""
+        return self.triage is not None and not hasattr(self.triage.probe.ctx, "evidence")
+
     def question(self):
         """The deciding question for the open causes (triage/evidence/question.py), or None."""
         from triage.evidence.question import deciding
