@@ -35,7 +35,9 @@ def test_paths_the_log_gives_are_filled_in_and_its_facts_not_asked_again(rules):
     target = from_args(None, None, None, text)
     assert target.stage is not None and target.ds_version  # the log printed both
     later = question.deciding(["zero_stage_mismatch", "version_incompatible"], target, {"listing", "namei", "head"})
-    assert later is None  # neither pip show nor the ds_config: the log gave them
+    assert later.kind == "inspect"  # neither pip show nor the ds_config: the log gave them; the saved stage it did not
+    assert question.deciding(["zero_stage_mismatch", "version_incompatible"], target,
+                             {"listing", "namei", "head", "inspect"}) is None
 
 
 def test_one_category_or_a_pasted_kind_asks_nothing_more():

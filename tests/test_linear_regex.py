@@ -161,6 +161,7 @@ SOURCE_REGEXES = {
     "triage.stream.records._NOT_PLAIN_ANYWHERE": "search",
     # pasted command output (triage/evidence/): read like log text, one line (or block) at a time
     "triage.evidence.PROMPT": "match",
+    "triage.evidence.saved.TOP_KEY": "match",
     "triage.chat.intent.QUESTION": "match",
     # the chat's replies wrapped at the terminal's width (they quote log lines)
     "triage.chat.wrap.ANSI": "sub",

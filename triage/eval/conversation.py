@@ -219,8 +219,12 @@ def _talk(case: dict, source: str, shared: bool, making: tuple, rules, log) -> T
     loaded = _resumed(loaded)
     run = answerer(os.path.commonpath([root, loaded]), (int(user.group(1)), int(user.group(2) or user.group(1)))
                    if user else None, _filler(case, root, loaded))
+    made = _made(case)
+
+    def pasted(command: str) -> str:  # as the host the log was made on shows it: the log's paths, not this copy's
+        return run(command).replace(str(root), made)
     try:
-        dialogue = converse((Path(kept.CORPUS) / case["log"]).read_text(errors="replace"), rules, run, ANSWERS)
+        dialogue = converse((Path(kept.CORPUS) / case["log"]).read_text(errors="replace"), rules, pasted, ANSWERS)
     except Exception as exc:  # a bug in reading an answer: this case is not right, and says why
         talk.error = f"the conversation failed: {type(exc).__name__}: {exc}"
         talk.hard = "failed" if talk.expected else ""
@@ -241,15 +245,20 @@ def _resumed(path: Path) -> Path:
     return max(steps, key=lambda p: int(p.name[len("checkpoint-"):])) if steps else path
 
 
-def _filler(case: dict, root: Path, loaded: Path):
-    """The asked command as the person at this copy types it: the generator's paths (the case dir its
-    command names) are this copy's;
-    CKPT the dir its load_checkpoint was given, TAG the tag it loads (its --tag, else what `latest` names)."""
+def _made(case: dict) -> str:
+    """The case dir its generator run used (the paths its log names)."""
     from corpus import kept
 
     pair, name = kept.pair_of(case["id"]), case["id"].split("@")[0]
     named = re.search(rf"(/[^\s'\"]*/{re.escape(name)})(?![^/\s'\"])", case.get("command", ""))
-    made = named.group(1) if named else "/".join([GENERATED] + ([pair] if pair else []) + [name])
+    return named.group(1) if named else "/".join([GENERATED] + ([pair] if pair else []) + [name])
+
+
+def _filler(case: dict, root: Path, loaded: Path):
+    """The asked command as the person at this copy types it: the generator's paths (the case dir its
+    command names) are this copy's;
+    CKPT the dir its load_checkpoint was given, TAG the tag it loads (its --tag, else what `latest` names)."""
+    made = _made(case)
     tag = re.search(r"--tag\s+(\S+)", case.get("command", ""))
     latest = next((p / "latest" for p in (loaded, root) if (p / "latest").is_file()), None)
     tag = tag.group(1) if tag else latest.read_text().strip() if latest else "TAG"

@@ -18,13 +18,13 @@ from triage.record import Record
 # A shell prompt before a command the chat asks for: `$ ls -la x`, `user@host:~$ id`, `# namei -l x`.
 PROMPT = re.compile(r"^\s*(?:\(\S+\)\s)?(?:[\w.\-]+@[\w.\-]+(?::[^$#\s]*)?\s?)?[$#%]\s+(?P<command>"
                     r"(?:ls|find|tree|du|stat|cat|head|id|whoami|namei|findmnt|mount|pip3?|python3?|ds_report|"
-                    r"nvidia-smi|free|dmesg|journalctl|sudo)\b.*)$")
+                    r"nvidia-smi|free|dmesg|journalctl|sudo|ds-triage)\b.*)$")
 
 def kinds() -> tuple:
     """kind -> (what it is, in words; parser). Order matters: the more specific shapes first. Built on
     first use: the parsers are imported only when a paste is read (classify imports this package for
     its deciding question alone)."""
-    from triage.evidence import content, listing, software, system
+    from triage.evidence import content, listing, saved, software, system
 
     return (
         ("stat", "stat", listing.stat), ("tree", "tree", listing.tree), ("namei", "namei -l", system.namei),
@@ -33,7 +33,8 @@ def kinds() -> tuple:
         ("memory", "free", system.memory), ("gpus", "nvidia-smi", system.gpus),
         ("oom", "dmesg (OOM killer)", system.oom_kills),
         ("versions", "pip show", software.pip_show), ("versions", "pip list", software.pip_list),
-        ("versions", "ds_report", software.ds_report), ("config", "config (ds_config, Trainer or accelerate)", software.config),
+        ("versions", "ds_report", software.ds_report), ("inspect", "ds-triage inspect", saved.inspect),
+        ("config", "config (ds_config, Trainer or accelerate)", software.config),
         ("head", "head -c", content.head), ("keys", "torch.load keys", content.keys),
         ("latest", "cat latest", content.latest), ("versions", "release number", software.release),
     )
@@ -50,7 +51,8 @@ class Evidence(Record):
 
     def __init__(self, kind: str, what: str, text: str, command: str = "", facts: dict | None = None,
                  source: str = ""):
-        self.kind = kind  # listing, namei, identity, mounts, memory, gpus, oom, versions, config, head, keys, latest, log
+        self.kind = kind  # listing, namei, identity, mounts, memory, gpus, oom, versions, inspect, config, head, keys,
+        # latest, log
         self.what = what  # the command that printed it, in words ("ls -l", "pip show")
         self.text = text  # the lines it was read from
         self.command = command  # the command line, when the paste showed it

@@ -7,9 +7,9 @@ from triage.evidence import Evidence
 from triage.evidence.virtual import VirtualCheckpoint, VirtualContext, build
 
 # probe -> the kinds of evidence it reads (what confirmed or refuted a cause through that probe)
-READS = {"path": ("listing",), "latest": ("listing", "latest"), "completeness": ("listing", "config"),
+READS = {"path": ("listing",), "latest": ("listing", "latest"), "completeness": ("listing", "config", "inspect"),
          "permission": ("listing", "identity", "namei", "mounts"), "integrity": ("listing", "head"),
-         "config": ("listing", "config"), "memory": ("oom",)}
+         "config": ("listing", "config", "inspect"), "memory": ("oom",)}
 
 
 def context(items: list[Evidence], log_text: str | None, given: dict | None = None) -> VirtualContext:

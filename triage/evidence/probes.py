@@ -36,20 +36,28 @@ def _facts(ctx, kind: str) -> list[dict]:
 def path(ctx) -> ProbeResult:
     ckpt, target = ctx.ckpt, ctx.target
     signals, checked, evidence, context = [], ["not_found", "no_checkpoint", "no_deepspeed_state"], [], []
-    listing = ctx.listing
+    listing, shown = ctx.listing, True
     if listing is None or not (listing.shards or listing.universal):
         if listing is not None and listing.error:
+            shown = False  # ls refused the tag dir, or it was not listed: what it holds is not shown
             context.append(f"tag {ckpt.tag}: {listing.error}")
+        elif ckpt.root is None or ckpt.root not in ckpt.files.listed:
+            shown = False  # ls was refused, or no listing: what the dir holds is not shown
+            context.append(f"{ckpt.given}: its contents are not in the pasted evidence")
         else:
             signals.append("no_checkpoint")
             evidence.append(f"{ckpt.given}: the listing shows no tag dir with DeepSpeed shards")
     context.append(f"checkpoint root: {ckpt.root} (from the pasted listing)")
-    if target.load_dir:
+    load_dir = posixpath.normpath(target.load_dir) if target.load_dir else None
+    if load_dir and load_dir == posixpath.normpath(ckpt.tag_dir or ""):
         checked.append("wrong_level")
-        if posixpath.normpath(target.load_dir) == posixpath.normpath(ckpt.tag_dir or ""):
-            signals.append("wrong_level")
-            evidence.append(f"the load dir {target.load_dir} ({target.sources.get('load_dir', '?')}) is a tag dir "
-                            f"(it holds the shards); load_checkpoint(dir) must be its parent {ckpt.root}")
+        signals.append("wrong_level")
+        evidence.append(f"the load dir {target.load_dir} ({target.sources.get('load_dir', '?')}) is a tag dir "
+                        f"(it holds the shards); load_checkpoint(dir) must be its parent {ckpt.root}")
+    elif load_dir and load_dir == posixpath.normpath(ckpt.root or ""):
+        checked.append("wrong_level")  # the dir the job loads is the listed root: the right level
+    elif load_dir:  # the listing shows another dir than the one the job loads: its level is not shown
+        context.append(f"the load dir {target.load_dir} is not the listed {ckpt.root}: its level is unknown")
     refused = dict(listing.refused) if listing else {}
     if listing and all(e.mode for e in ckpt.files.children(listing.path)):
         checked.append("unsafe_path")  # types and link targets are shown: what leads out is visible
@@ -57,8 +65,11 @@ def path(ctx) -> ProbeResult:
         if "outside" in why or "not a regular file" in why:
             signals.append("unsafe_path")
             evidence.append(f"{ckpt.tag}/{name}: {why}")
-    return outcome("path", signals=signals, checked=checked, complete=True, found="the path is not what --load needs",
-                   clear="the path is a DeepSpeed checkpoint root", unknown="", evidence=evidence, context=context,
+    if not shown:
+        checked = [c for c in checked if c not in ("not_found", "no_checkpoint", "no_deepspeed_state")]
+    return outcome("path", signals=signals, checked=checked, complete=shown, found="the path is not what --load needs",
+                   clear="the path is a DeepSpeed checkpoint root", unknown="the listing does not show the checkpoint",
+                   evidence=evidence, context=context,
                    command=f"ls -la {ctx.q()}")
 
 
@@ -67,7 +78,7 @@ def permission(ctx) -> ProbeResult:
     who = next(iter(_facts(ctx, "identity")), None)
     evidence, context, signals, complete = [], [], [], True
     dirs = [d for d in (ckpt.root, ckpt.tag_dir) if d]
-    for d in dirs:
+    for d in dirs or [None]:  # no dir known: nothing was shown to be readable
         if d not in ckpt.files.listed:
             complete = False
     chain = _chain(ctx)
@@ -84,7 +95,7 @@ def permission(ctx) -> ProbeResult:
         if entry is not None and entry.error == "Permission denied" and not signals:
             signals.append("unlistable")
             by = _who(who) if who else "the user who ran it"
-            evidence.append(f"{d}: ls: cannot open directory: Permission denied (as pasted, run as {by}): "
+            evidence.append(f"{d}: ls: Permission denied (as pasted, run as {by}): "
                             "DeepSpeed's glob for the shards sees no file and reports them as missing")
     for d in dirs if who is not None and not signals else []:
         entry = ckpt.files.entries.get(d)
@@ -97,6 +108,7 @@ def permission(ctx) -> ProbeResult:
         files = []
     if ckpt.latest and ckpt.latest.exists and ckpt.entry("latest"):
         files.append(ckpt.latest.path)
+    files += _framework_files(ckpt, files) if not signals else []
     for f in files:
         entry = ckpt.files.entries.get(f)
         if entry is None or entry.mode is None:
@@ -136,6 +148,16 @@ def _chain(ctx) -> list[dict]:
         if entry is not None and entry.mode:
             out.append({"path": d, "mode": entry.mode, "owner": entry.owner, "group": entry.group})
     return out
+
+
+def _framework_files(ckpt, files: list[str]) -> list[str]:
+    """The files a framework saved beside the shards (scheduler.bin, rng_state.pth: the names
+    probe/framework_files.py knows) that the listings show under the root: a resume opens them too."""
+    from triage.probe.framework_files import SAFETENSORS, TORCH_SAVED
+
+    under = (ckpt.root or "").rstrip("/") + "/"
+    return sorted(p for p, e in ckpt.files.entries.items() if ckpt.root and p.startswith(under) and p not in files
+                  and e.type in ("-", "?") and (TORCH_SAVED.match(e.name) or SAFETENSORS.match(e.name)))
 
 
 def _may(mode: str, owner: str | None, group: str | None, who: dict | None, bit: str) -> bool | None:

@@ -27,6 +27,10 @@ ASKS = (
     ("head", "integrity", {"corrupt_file"}),
     ("versions", "version", {"version_incompatible", "known_bug"}),
     ("config", "config", {"zero_stage_mismatch", "parallelism_mismatch", "config_mismatch"}),
+    # the saved side: a listing of mp_rank_00 files alone is a ZeRO-0 save or a ZeRO-1/2 one whose
+    # optimizer shards are gone; only the file's saved ds_config tells them apart
+    ("inspect", "config", {"zero_stage_mismatch", "missing_file", "partial_checkpoint", "parallelism_mismatch",
+                           "config_mismatch"}),
 )
 MEANS = {
     "missing_file": "no tag dir, or no *_model_states.pt in it, or `latest` naming a tag that is not there: "
@@ -40,6 +44,14 @@ MEANS = {
     "version_incompatible": "a deepspeed release other than the one that saved it: a version skew",
     "known_bug": "a release among the rule's affected ones: the known bug",
     "config_mismatch": "a precision or universal-checkpoint setting other than the saved one",
+}
+SAVED_MEANS = {  # what `ds-triage inspect` of the model states shows (its saved ds_config and world sizes)
+    "zero_stage_mismatch": "a saved zero_optimization.stage other than the loading job's: a stage mismatch",
+    "missing_file": "a saved stage 1 or 2 where the listing shows no zero_pp_rank_*_optim_states.pt: "
+                    "the optimizer shards are missing",
+    "partial_checkpoint": "a saved stage 1 or 2 with its optimizer shards not all there: a save that died",
+    "parallelism_mismatch": "a dp_world_size or mp_world_size other than the loading job's: another world size",
+    "config_mismatch": "a saved precision (bf16/fp16) other than the loading job's",
 }
 
 
@@ -71,6 +83,8 @@ def deciding(categories: list[str], target=None, seen: set | None = None, ckpt: 
     seen = seen or set()
     open_ = [c for c in dict.fromkeys(categories) if c != "unknown"]
     if len(open_) < 2:
+        # a lone cause is not asked about: measured, its answers struck off right causes the log alone
+        # had (the latest check reads the root's `latest`, not the dir a converter was given)
         return None
     for kind, phase, decides in sorted(ASKS, key=lambda a: PHASES.index(a[1])):
         if kind in seen or (kind == "versions" and target is not None and target.ds_version) \
@@ -79,7 +93,8 @@ def deciding(categories: list[str], target=None, seen: set | None = None, ckpt: 
         told = [c for c in open_ if c in decides]
         if told and (len(told) >= 2 or any(PHASE_OF.get(c) != PHASE_OF.get(told[0]) for c in open_)):
             command, placeholders = _command(kind, ckpt, tag)
-            return Question(command, phase, kind, [MEANS[c] for c in told if c in MEANS], placeholders)
+            means = SAVED_MEANS if kind == "inspect" else MEANS
+            return Question(command, phase, kind, [means[c] for c in told if c in means], placeholders)
     return None
 
 
@@ -109,6 +124,7 @@ def _command(kind: str, ckpt: str | None, tag: str | None) -> tuple[str, list[st
         "head": f"ls -la {where}; head -c 64 {where}/*_model_states.pt | head -c 300",
         "versions": "pip show deepspeed torch",
         "config": "cat ds_config.json   (the loading job's ds_config)",
+        "inspect": f"ds-triage inspect {where}/mp_rank_00_model_states.pt",
     }[kind]
     if kind in ("versions", "config"):
         notes = []

@@ -120,10 +120,13 @@ def build(entries: list[Entry], latest_text: str | None) -> VirtualCheckpoint | 
                                                     and (posixpath.basename(p).startswith("global_step")
                                                          or posixpath.basename(p) == (latest_text or "").strip())},
                       key=lambda p: step_key(posixpath.basename(p)))
-    roots = [posixpath.dirname(p) for p in files.entries if posixpath.basename(p) == "latest"]
-    if not tag_dirs and not roots:
+    roots = [posixpath.dirname(p) for p in files.entries if posixpath.basename(p) == "latest"] + \
+        sorted(p for p in files.listed if any(files.is_dir(c.path) and _tag_like(files, c) for c in files.children(p)))
+    # ls refused every dir asked for (`cannot access CKPT: Permission denied`): the first, CKPT, is the root
+    denied = sorted((p for p, e in files.entries.items() if e.error == DENIED), key=len)
+    if not tag_dirs and not roots and not denied:
         return None
-    root = posixpath.dirname(tag_dirs[-1]) if tag_dirs else roots[0]
+    root = posixpath.dirname(tag_dirs[-1]) if tag_dirs else roots[0] if roots else denied[0]
     mine = [d for d in tag_dirs if posixpath.dirname(d) == root]
     shown_root = root in files.listed and any(e.name == "latest" or files.is_dir(e.path) for e in files.children(root))
     ckpt = VirtualCheckpoint(given=root, given_kind="root", root=root, files=files)
@@ -187,6 +190,13 @@ class VirtualContext(ProbeContext):
     evidence: list = []  # set per instance: the Evidence items besides the listings
 
     def meta(self, name: str) -> ShardMeta:
+        """What a pasted `ds-triage inspect` of this file showed, else not read (only its name is known)."""
+        from triage.evidence.saved import shard_meta
+
+        for item in self.evidence:
+            where, _, base = item.facts.get("file", "").rpartition("/") if item.kind == "inspect" else ("", "", "")
+            if base == name and (not where or posixpath.basename(where) in (self.ckpt.tag, "TAG")):
+                return shard_meta(item.facts, self.shard_path(name))
         return ShardMeta(path=self.shard_path(name), error=NOT_READ)
 
     def run_probe(self, module):

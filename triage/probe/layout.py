@@ -7,7 +7,7 @@ make DeepSpeed write, which the completeness probe compares with the directory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from triage.probe.checkpoint import NameLayout, TagListing, name_layout
 from triage.probe.safe_pickle import ShardMeta
@@ -77,8 +77,12 @@ def first_optim_file(listing: TagListing):
 
 def saved_layout(listing: TagListing, model: ShardMeta | None, optim: ShardMeta | None) -> SavedLayout:
     names = name_layout(listing)
-    layout = SavedLayout(names=names)
     model_ok = model if model is not None and model.error is None else None
+    if names.stage_family == "0" and model_ok is None:
+        # model states alone name a ZeRO-0 save or a ZeRO-1/2 one whose optimizer shards are gone: only the
+        # file's saved ds_config tells them apart (a listing's, or an unreadable file's, names do not)
+        names = replace(names, stage_family=None)
+    layout = SavedLayout(names=names)
     optim_ok = optim if optim is not None and optim.error is None else None
     config = (model_ok.ds_config if model_ok else None) or (optim_ok.ds_config if optim_ok else None)
     layout.ds_config = config

@@ -197,12 +197,18 @@ def _against_target(ctx: ProbeContext, layout, evidence: list[str], context: lis
             checked.append("world_size_differs")
             context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: a universal "
                            "checkpoint (zero/ folder) loads on any world size")
-        elif (layout.stage or 0) == 0 and (layout.mp or 1) == 1:
+        elif layout.stage_family in ("0", None) and (layout.mp or 1) == 1:
+            if layout.stage_family is None:  # a ZeRO-0 save, or a ZeRO-1/2 one whose optimizer shards are gone
+                context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: "
+                               "whether that matters is unknown (the saved ZeRO stage is unknown)")
+                return
             checked.append("world_size_differs")
             context.append(f"saved on {saved_world} rank(s), loading on {target.describe('world_size')}: "
                             "ZeRO-0 checkpoints load on any data-parallel size")
         else:
-            split = (f"ZeRO-{layout.stage} optimizer state is partitioned over dp {layout.dp}" if layout.stage
+            zero = layout.stage if layout.stage is not None else layout.stage_family
+            split = (f"ZeRO-{zero} optimizer state is partitioned over dp {layout.dp}"
+                     if layout.stage_family in ("1/2", "3")
                      else f"the model is split over {layout.mp} model-parallel ranks (mp_rank_* files)")
             line = (f"saved on {saved_world} rank(s) (dp {layout.dp} x mp {layout.mp or 1}), loading on "
                     f"{target.describe('world_size')}: {split}; resume on the same world size, convert with "
