@@ -127,8 +127,9 @@ class Prefilter:
                     "anchor it on a fixed piece of the message so `ds-triage stream` can prefilter it")
             literals = [Literal(s, found[1]) for s in found[0]]
             # the pattern fires on this line alone; with an exit code it needs the launcher's
-            # exit line too, which triggers by itself: its line is then context
-            if kind == "pattern" and not cond.exception_scoped and cond.exit_code is None:
+            # exit line too, which triggers by itself: its line is then context. A run_line is
+            # always context: the run's earlier lines (loading, settings) open nothing
+            if kind == "pattern" and not cond.exception_scoped and cond.exit_code is None and regex is cond.line:
                 triggers.extend(literals)
                 continue
             scoped = regex is cond.run_line
